@@ -1,0 +1,499 @@
+// Scenario tests of the rwsem core, run for every count layout on every
+// target: wake batching, handoff, READFAIL, timed waits, downgrade, owner
+// ids, and the std::shared_timed_mutex surface.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "conformance/lock_types.h"
+#include "conformance/test_util.h"
+#include "lib/rwsem/rwsem.h"
+
+namespace rwsem_test {
+namespace {
+
+using namespace std::chrono_literals;
+using rwsem::testing::Peer;
+
+template <class L>
+class RwsemCore : public ::testing::Test {
+ protected:
+  using Lock = rwsem::BasicRwSemaphore<L>;
+  using B = rwsem::internal::CountBits<L>;
+  using Word = typename L::Word;
+
+  static std::size_t queued(Lock& s) { return Peer::queue_length(s); }
+  static bool sleeping_front(Lock& s) {
+    std::vector<typename Lock::WaiterInfo> ws;
+    return s.waiters(&ws) && !ws.empty() && ws.front().sleeping;
+  }
+};
+TYPED_TEST_SUITE(RwsemCore, AllLayouts, LayoutNames);
+
+TYPED_TEST(RwsemCore, ReadersShareWritersExclude) {
+  using B = typename TestFixture::B;
+  typename TestFixture::Lock sem;
+  EXPECT_EQ(sem.count(), 0u);
+  sem.down_read();
+  ASSERT_TRUE(sem.down_read_trylock());
+  EXPECT_EQ(B::reader_count(sem.count()), 2u) << sem.describe();
+  EXPECT_FALSE(B::is_write_locked(sem.count()));
+  bool w = true;
+  std::thread([&] { w = sem.down_write_trylock(); }).join();
+  EXPECT_FALSE(w) << "a writer got in beside two readers";
+  sem.up_read();
+  sem.up_read();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+
+  sem.down_write();
+  EXPECT_TRUE(B::is_write_locked(sem.count()));
+  bool r = true, w2 = true;
+  std::thread([&] {
+    r = sem.down_read_trylock();
+    w2 = sem.down_write_trylock();
+  }).join();
+  EXPECT_FALSE(r) << "a reader got in beside a writer";
+  EXPECT_FALSE(w2) << "two writers";
+  EXPECT_EQ(B::reader_count(sem.count()), 0u) << "a failed reader left its bias";
+  sem.up_write();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+TYPED_TEST(RwsemCore, OwnerIdRoundTripsAndIsCachedPerThread) {
+  using L = TypeParam;
+  typename TestFixture::Lock sem;
+  const std::uint64_t me = rwsem::internal::current_thread().owner_id;
+  ASSERT_NE(me, 0u);
+  EXPECT_EQ(rwsem::internal::thread_from_owner_id(me),
+            &rwsem::internal::current_thread());
+  EXPECT_EQ(rwsem::internal::writer_word<L>(), rwsem::internal::writer_word<L>());
+  sem.down_write();
+  EXPECT_EQ(sem.owner_id(), me) << sem.describe();
+  if (L::kOwnerInCount) {
+    EXPECT_EQ(L::owner_id(sem.count()), me) << "owner id truncated in the count";
+  }
+  sem.up_write();
+  EXPECT_EQ(sem.owner_id(), 0u);
+
+  // Another thread has another id, and it too round-trips.
+  std::uint64_t other = 0, seen = 0;
+  std::thread([&] {
+    other = rwsem::internal::current_thread().owner_id;
+    sem.down_write();
+    seen = sem.owner_id();
+    sem.up_write();
+  }).join();
+  EXPECT_NE(other, me);
+  EXPECT_EQ(seen, other);
+}
+
+// A layout with an 8-bit owner field: no real thread's id fits, and the lock
+// must refuse the thread loudly instead of truncating its id.
+struct TinyOwnerLayout : rwsem::MergedOwnerLayout {
+  static constexpr const char* kName = "tiny-owner";
+  static constexpr int kOwnerBits = 8;
+  static constexpr Word kWriterMask = ((Word{1} << kOwnerBits) - 1) << kOwnerShift;
+  static constexpr Word kReservedMask =
+      ((Word{1} << 48) - 1) & ~(kWriterMask | kWaiters | kHandoff);
+  static constexpr bool encodable(std::uint64_t id) {
+    return id != 0 && (id >> kOwnerBits) == 0;
+  }
+  static constexpr Word writer_word(std::uint64_t id) { return Word(id) << kOwnerShift; }
+  static constexpr std::uint64_t owner_id(Word w) { return (w & kWriterMask) >> kOwnerShift; }
+};
+
+TEST(RwsemOwnerId, UnencodableOwnerIdFailsLoudly) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ASSERT_GE(rwsem::internal::current_thread().owner_id, 1u << 8);
+  EXPECT_DEATH(
+      {
+        rwsem::BasicRwSemaphore<TinyOwnerLayout> sem;
+        sem.down_write();
+      },
+      "owner id does not fit the count layout");
+}
+
+TEST(RwsemOwnerId, MergedLayoutRejectsIdsPastBit47) {
+  using M = rwsem::MergedOwnerLayout;
+  EXPECT_TRUE(M::encodable((std::uint64_t{1} << 46) - 1));
+  EXPECT_FALSE(M::encodable(std::uint64_t{1} << 46));
+  EXPECT_FALSE(M::encodable(0));
+  const std::uint64_t id = 0x2aaaaaaaaaaaULL;  // 46 bits, alternating
+  EXPECT_EQ(M::owner_id(M::writer_word(id)), id);
+  EXPECT_EQ(M::writer_word(id) & ~M::kWriterMask, 0u);
+}
+
+// Seed patch 6: with a reader first in the queue, one wake-up grants the read
+// lock to at most 256 readers; the rest wait until those have left.
+TYPED_TEST(RwsemCore, WakeBatchIsAtMost256Readers) {
+  using B = typename TestFixture::B;
+  constexpr int kReaders = 300;
+  static_assert(rwsem::kMaxReadersWakeup == 256, "the seed's batch size");
+  typename TestFixture::Lock sem;
+  std::atomic<int> acquired{0};
+  std::atomic<bool> release{false};
+
+  sem.down_write();
+  ThreadGroup readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.spawn([&] {
+      sem.down_read();
+      acquired.fetch_add(1);
+      while (!release.load()) std::this_thread::sleep_for(1ms);
+      sem.up_read();
+    });
+  }
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == kReaders; },
+                         "all 300 readers queued behind the writer"));
+  sem.up_write();
+
+  ASSERT_TRUE(eventually(sem, [&] { return acquired.load() == 256; },
+                         "256 readers woken"));
+  // The other 44 stay queued while the 256 hold the lock.
+  EXPECT_EQ(TestFixture::queued(sem), std::size_t{kReaders - 256});
+  EXPECT_EQ(B::reader_count(sem.count()), 256u) << sem.describe();
+  EXPECT_TRUE(B::has_waiters(sem.count())) << sem.describe();
+  EXPECT_EQ(acquired.load(), 256);
+
+  release.store(true);
+  ASSERT_TRUE(eventually(sem, [&] { return acquired.load() == kReaders; },
+                         "the remaining 44 readers woken once the batch left"));
+  readers.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+// Patch 6 again: readers behind a queued writer are woken with the readers
+// in front of it; the writer keeps its place.
+TYPED_TEST(RwsemCore, ReaderWakeSkipsQueuedWriters) {
+  typename TestFixture::Lock sem;
+  std::atomic<int> readers_in{0};
+  std::atomic<bool> writer_in{false}, release{false};
+  sem.down_write();
+  ThreadGroup g;
+  g.spawn([&] { sem.down_read(); readers_in++; while (!release) std::this_thread::sleep_for(1ms); sem.up_read(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R1 queued"));
+  g.spawn([&] { sem.down_write(); writer_in = true; sem.up_write(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W queued"));
+  g.spawn([&] { sem.down_read(); readers_in++; while (!release) std::this_thread::sleep_for(1ms); sem.up_read(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 3; }, "R2 queued"));
+
+  sem.up_write();
+  ASSERT_TRUE(eventually(sem, [&] { return readers_in.load() == 2; },
+                         "both readers, including the one behind the writer"));
+  EXPECT_FALSE(writer_in.load());
+  EXPECT_EQ(TestFixture::queued(sem), 1u);
+  release = true;
+  ASSERT_TRUE(eventually(sem, [&] { return writer_in.load(); }, "writer after readers"));
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+// Seed patch 2 / commit 004, writer side: a first waiter that has waited past
+// the handoff timeout sets HANDOFF when it next fails to get the lock; then
+// nobody can steal the lock from it.
+TYPED_TEST(RwsemCore, WriterHandoffAfterTimeout) {
+  using B = typename TestFixture::B;
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms});
+  std::atomic<bool> w_in{false}, w_release{false};
+
+  sem.down_write();
+  ThreadGroup g;
+  g.spawn([&] {
+    sem.down_write();
+    w_in = true;
+    while (!w_release) std::this_thread::sleep_for(1ms);
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); },
+                         "writer W queued and asleep"));
+
+  // Before the timeout, a wake-up that finds the lock taken leaves no
+  // HANDOFF behind: stealing stays allowed.
+  clock.advance(3ms);
+  Peer::wake(sem);
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); },
+                         "W retried and went back to sleep"));
+  EXPECT_FALSE(B::has_handoff(sem.count())) << sem.describe();
+
+  // Past the timeout, the same wake-up makes W claim the lock.
+  clock.advance(2ms);
+  Peer::wake(sem);
+  ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); },
+                         "W set HANDOFF"));
+  EXPECT_TRUE(B::has_waiters(sem.count()));
+
+  sem.up_write();
+  // The lock is owed to W: neither a writer nor a reader can steal it.
+  EXPECT_FALSE(sem.down_write_trylock()) << sem.describe();
+  EXPECT_FALSE(sem.down_read_trylock()) << sem.describe();
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
+  EXPECT_FALSE(B::has_handoff(sem.count())) << "HANDOFF not cleared: " << sem.describe();
+  EXPECT_FALSE(B::has_waiters(sem.count())) << sem.describe();
+  w_release = true;
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+// Reader side of handoff: the waker finds the lock stolen by a writer and,
+// if the first reader has waited long enough, sets HANDOFF for it.
+TYPED_TEST(RwsemCore, ReaderHandoffAfterTimeout) {
+  using B = typename TestFixture::B;
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms});
+  std::atomic<bool> r_in{false};
+
+  sem.down_write();
+  ThreadGroup g;
+  g.spawn([&] { sem.down_read(); r_in = true; sem.up_read(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R queued"));
+
+  Peer::wake(sem);  // as if the lock had been stolen before the timeout
+  EXPECT_FALSE(B::has_handoff(sem.count())) << sem.describe();
+  EXPECT_EQ(B::reader_count(sem.count()), 0u) << "waker left its test bias";
+
+  clock.advance(5ms);
+  Peer::wake(sem);
+  EXPECT_TRUE(B::has_handoff(sem.count())) << sem.describe();
+  EXPECT_EQ(B::reader_count(sem.count()), 0u) << "waker left its test bias";
+  EXPECT_FALSE(r_in.load());
+
+  sem.up_write();
+  EXPECT_FALSE(sem.down_write_trylock()) << "stole a lock owed to a reader";
+  ASSERT_TRUE(eventually(sem, [&] { return r_in.load(); }, "R got the lock"));
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << "HANDOFF or WAITERS left: " << sem.describe();
+}
+
+// Patch 10: a reader that finds READFAIL set backs out and sleeps, and is not
+// woken until all readers have left. Phantom readers stand in for 2^23 threads.
+TYPED_TEST(RwsemCore, ReadFailSleepsUntilReadersDrain) {
+  using B = typename TestFixture::B;
+  typename TestFixture::Lock sem;
+  const std::int64_t phantoms = static_cast<std::int64_t>(B::kMaxReaders - 1);
+  Peer::add_phantom_readers(sem, phantoms);
+  EXPECT_FALSE(B::is_read_fail(sem.count())) << sem.describe();
+
+  sem.down_read();  // the last reader that fits sets the guard bit
+  EXPECT_TRUE(B::is_read_fail(sem.count())) << sem.describe();
+  EXPECT_FALSE(sem.down_read_trylock());
+
+  std::atomic<bool> r_in{false};
+  ThreadGroup g;
+  g.spawn([&] { sem.down_read(); r_in = true; sem.up_read(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; },
+                         "reader asleep on READFAIL"));
+  EXPECT_TRUE(B::has_waiters(sem.count())) << sem.describe();
+  EXPECT_EQ(B::reader_count(sem.count()), B::kMaxReaders) << "bias not backed out";
+
+  sem.up_read();  // READFAIL clears, but readers remain: no wake-up yet
+  EXPECT_FALSE(B::is_read_fail(sem.count())) << sem.describe();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(r_in.load()) << "woken while readers still hold the lock";
+  EXPECT_EQ(TestFixture::queued(sem), 1u);
+
+  Peer::add_phantom_readers(sem, -phantoms);  // the last readers leave
+  ASSERT_TRUE(eventually(sem, [&] { return r_in.load(); }, "reader woken after drain"));
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+TYPED_TEST(RwsemCore, TimedWaitsExpireWithCleanCount) {
+  typename TestFixture::Lock sem;
+  sem.down_write();
+  const auto held = sem.count();
+  bool r = true, w = true;
+  std::thread([&] {
+    r = sem.down_read_timeout(20ms);
+    w = sem.down_write_timeout(20ms);
+  }).join();
+  EXPECT_FALSE(r);
+  EXPECT_FALSE(w);
+  EXPECT_EQ(sem.count(), held) << "expired waiters left bits: " << sem.describe();
+  EXPECT_EQ(TestFixture::queued(sem), 0u);
+  sem.up_write();
+  EXPECT_EQ(sem.count(), 0u);
+
+  sem.down_read();
+  std::thread([&] { w = sem.down_write_timeout(20ms); }).join();
+  EXPECT_FALSE(w);
+  EXPECT_EQ(sem.count(), (typename TestFixture::Word)TestFixture::B::kReaderBias)
+      << sem.describe();
+  sem.up_read();
+  EXPECT_EQ(sem.count(), 0u);
+}
+
+// A timed-out first waiter that owns HANDOFF clears it, and the waiters
+// behind it move up; nobody is stranded.
+TYPED_TEST(RwsemCore, TimedOutHandoffOwnerClearsHandoff) {
+  using B = typename TestFixture::B;
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms});
+  sem.down_read();
+  std::atomic<int> state{0};  // 1 = timed out, 2 = got it
+  ThreadGroup g;
+  g.spawn([&] { state = sem.down_write_timeout(300ms) ? 2 : 1; if (state == 2) sem.up_write(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); }, "W1 queued"));
+  std::atomic<bool> r2_in{false};
+  g.spawn([&] { sem.down_read(); r2_in = true; sem.up_read(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "R2 queued"));
+
+  clock.advance(5ms);
+  Peer::wake(sem);  // W1 is first: it retries, fails, and claims HANDOFF
+  ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); }, "W1 set HANDOFF"));
+  ASSERT_TRUE(eventually(sem, [&] { return state.load() == 1; }, "W1 timed out"));
+  // W1 left: HANDOFF is gone, and R2 joined our reader-owned lock.
+  ASSERT_TRUE(eventually(sem, [&] { return r2_in.load(); }, "R2 woken when W1 left"));
+  EXPECT_FALSE(B::has_handoff(sem.count())) << sem.describe();
+  g.join();
+  sem.up_read();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+// Timed waiters expiring at the front, the middle and the back of a queue
+// leave the others correctly queued.
+TYPED_TEST(RwsemCore, TimeoutAtEveryQueuePosition) {
+  using B = typename TestFixture::B;
+  for (int pos = 0; pos < 3; ++pos) {
+    SCOPED_TRACE(::testing::Message() << "timed waiter at position " << pos);
+    typename TestFixture::Lock sem;
+    sem.down_write();
+    std::atomic<int> done{0};
+    std::atomic<bool> timed_result{true};
+    ThreadGroup g;
+    for (int i = 0; i < 3; ++i) {
+      if (i == pos) {
+        g.spawn([&] { timed_result = sem.down_read_timeout(50ms); done++; });
+      } else {
+        g.spawn([&] { sem.down_write(); sem.up_write(); done++; });
+      }
+      ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == std::size_t(i + 1); },
+                             "waiter queued"));
+    }
+    ASSERT_TRUE(eventually(sem, [&] { return done.load() == 1; }, "timed waiter gave up"));
+    EXPECT_FALSE(timed_result.load());
+    EXPECT_EQ(TestFixture::queued(sem), 2u);
+    EXPECT_TRUE(B::has_waiters(sem.count())) << sem.describe();
+    EXPECT_EQ(B::reader_count(sem.count()), 0u) << sem.describe();
+    sem.up_write();
+    ASSERT_TRUE(eventually(sem, [&] { return done.load() == 3; }, "the two writers ran"));
+    g.join();
+    EXPECT_EQ(sem.count(), 0u) << sem.describe();
+  }
+}
+
+TYPED_TEST(RwsemCore, DowngradeWakesQueuedReadersNotWriters) {
+  using B = typename TestFixture::B;
+  typename TestFixture::Lock sem;
+  sem.down_write();
+  std::atomic<int> readers_in{0};
+  std::atomic<bool> writer_in{false}, release{false};
+  ThreadGroup g;
+  for (int i = 0; i < 3; ++i)
+    g.spawn([&] { sem.down_read(); readers_in++; while (!release) std::this_thread::sleep_for(1ms); sem.up_read(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 3; }, "3 readers queued"));
+  g.spawn([&] { sem.down_write(); writer_in = true; sem.up_write(); });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 4; }, "writer queued"));
+
+  sem.downgrade_write();
+  ASSERT_TRUE(eventually(sem, [&] { return readers_in.load() == 3; }, "readers woken by downgrade"));
+  EXPECT_FALSE(B::is_write_locked(sem.count())) << sem.describe();
+  EXPECT_EQ(B::reader_count(sem.count()), 4u) << sem.describe();
+  EXPECT_FALSE(writer_in.load());
+  EXPECT_EQ(sem.owner_id(), 0u);
+  release = true;
+  sem.up_read();
+  ASSERT_TRUE(eventually(sem, [&] { return writer_in.load(); }, "writer after all readers"));
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+TYPED_TEST(RwsemCore, SharedTimedMutexSurface) {
+  typename TestFixture::Lock sem;
+  {
+    std::unique_lock<typename TestFixture::Lock> w(sem);
+    EXPECT_TRUE(w.owns_lock());
+    bool r = true;
+    std::thread([&] {
+      std::shared_lock<typename TestFixture::Lock> s(sem, std::try_to_lock);
+      r = s.owns_lock();
+    }).join();
+    EXPECT_FALSE(r);
+  }
+  {
+    std::shared_lock<typename TestFixture::Lock> a(sem);
+    std::shared_lock<typename TestFixture::Lock> b(sem, 10ms);
+    EXPECT_TRUE(b.owns_lock());
+    bool w = true;
+    std::thread([&] {
+      // Past deadlines on any clock behave like the try form.
+      w = sem.try_lock_until(std::chrono::system_clock::now() - 1h) ||
+          sem.try_lock_until(std::chrono::steady_clock::now() - 1s) ||
+          sem.try_lock_for(-5ms) || sem.try_lock_for(0s);
+    }).join();
+    EXPECT_FALSE(w);
+  }
+  EXPECT_TRUE(sem.try_lock_until(std::chrono::system_clock::now() - 1h))
+      << "a past deadline must still take a free lock";
+  sem.unlock();
+  EXPECT_TRUE(sem.try_lock_shared_until(std::chrono::system_clock::now() + 1s));
+  EXPECT_TRUE(sem.try_lock_shared_for(std::chrono::duration<double>(0.01)));
+  sem.unlock_shared();
+  sem.unlock_shared();
+  EXPECT_EQ(sem.count(), 0u);
+
+  // A system_clock deadline is honoured as "time left": it expires.
+  sem.lock();
+  bool got = true;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread([&] { got = sem.try_lock_shared_until(std::chrono::system_clock::now() + 30ms); }).join();
+  EXPECT_FALSE(got);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 30ms);
+  sem.unlock();
+}
+
+// Mixed readers and writers over non-atomic data: under TSan a missing
+// acquire/release shows up as a race, elsewhere as a torn pattern.
+TYPED_TEST(RwsemCore, MixedSmokeOverPlainData) {
+  typename TestFixture::Lock sem;
+  constexpr int kWords = 8;
+  long data[kWords] = {};
+  std::atomic<int> torn{0};
+  ThreadGroup g;
+  for (int t = 0; t < 4; ++t) {
+    g.spawn([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        switch ((i + t) % 5) {
+          case 0: {
+            std::unique_lock<typename TestFixture::Lock> l(sem);
+            for (long& d : data) d++;
+            break;
+          }
+          case 1:
+            if (sem.down_write_timeout(100us)) {
+              for (long& d : data) d++;
+              sem.downgrade_write();
+              for (long d : data) torn += d != data[0];
+              sem.up_read();
+            }
+            break;
+          default: {
+            std::shared_lock<typename TestFixture::Lock> l(sem);
+            for (long d : data) torn += d != data[0];
+          }
+        }
+      }
+    });
+  }
+  g.join();
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+}  // namespace
+}  // namespace rwsem_test

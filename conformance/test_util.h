@@ -1,0 +1,79 @@
+// Helpers shared by the corpus's scenario tests.
+#ifndef RWSEM_CONFORMANCE_TEST_UTIL_H_
+#define RWSEM_CONFORMANCE_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/rwsem/rwsem.h"
+
+namespace rwsem_test {
+
+// Hang guard for "wait until the other threads reach state X". It is not a
+// timing assertion: it only turns a lost wake-up into a failure with the lock
+// state printed, instead of a test that hangs until CI kills it. Scaled by
+// RWSEM_TEST_HANG_SECONDS (default 120 s, generous for TSan under QEMU).
+inline std::chrono::seconds hang_limit() {
+  const char* s = std::getenv("RWSEM_TEST_HANG_SECONDS");
+  return std::chrono::seconds(s ? std::atoi(s) : 120);
+}
+
+template <class L>
+std::string lock_state(rwsem::BasicRwSemaphore<L>& sem) {
+  std::ostringstream os;
+  os << "count: " << sem.describe() << "\nqueue (front first):";
+  std::vector<typename rwsem::BasicRwSemaphore<L>::WaiterInfo> ws;
+  if (!sem.waiters(&ws)) {
+    os << " <wait lock held for 1 s; queue not readable>";
+  } else if (ws.empty()) {
+    os << " empty";
+  }
+  for (const auto& w : ws)
+    os << "\n  " << (w.reader ? "reader" : "writer") << " tid " << w.tid
+       << (w.sleeping ? " sleeping" : " woken") << (w.handoff_set ? " handoff" : "");
+  return os.str();
+}
+
+// Polls `pred` until it holds; fails the test with the lock's state if the
+// hang limit passes first.
+template <class L, class Pred>
+::testing::AssertionResult eventually(rwsem::BasicRwSemaphore<L>& sem, Pred pred,
+                                      const char* what) {
+  const auto give_up = std::chrono::steady_clock::now() + hang_limit();
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > give_up)
+      return ::testing::AssertionFailure()
+             << "never reached: " << what << "\n" << lock_state(sem);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Joins its threads on destruction, so a failing ASSERT cannot leave
+// threads running over a destroyed lock.
+class ThreadGroup {
+ public:
+  ~ThreadGroup() { join(); }
+  template <class F>
+  void spawn(F f) {
+    threads_.emplace_back(std::move(f));
+  }
+  void join() {
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+    threads_.clear();
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace rwsem_test
+
+#endif  // RWSEM_CONFORMANCE_TEST_UTIL_H_

@@ -1,0 +1,28 @@
+// Process-wide pieces of the lock that are not templates: the handoff clock
+// and default timeout, and the debug-mode failure report.
+#ifndef RWSEM_LIB_INTERNAL_RUNTIME_H_
+#define RWSEM_LIB_INTERNAL_RUNTIME_H_
+
+#include <cstdint>
+#include <string>
+
+namespace rwsem {
+namespace internal {
+
+// The clock handoff decisions are made on (ns). Real time unless a test
+// installed a fake one (rwsem::testing::FakeHandoffClock). Futex deadlines of
+// the timed lock calls always use the real monotonic clock.
+std::int64_t handoff_clock_now();
+
+// The handoff timeout of locks that did not set their own.
+std::int64_t default_handoff_timeout_ns();
+
+// Debug mode (DEBUG_RWSEMS): prints what went wrong, where, and who did it,
+// then aborts.
+[[noreturn]] void debug_fail(const char* what, const void* lock,
+                             const std::string& decoded_state);
+
+}  // namespace internal
+}  // namespace rwsem
+
+#endif  // RWSEM_LIB_INTERNAL_RUNTIME_H_

@@ -1,0 +1,67 @@
+// The small lock that guards a rwsem's wait queue (the kernel's wait_lock).
+//
+// A three-state futex mutex: 0 free, 1 held, 2 held with sleepers. It spins
+// briefly first, because it is held only for queue edits of a few dozen
+// instructions; a holder that gets preempted makes the others sleep rather
+// than burn their time slices.
+#ifndef RWSEM_LIB_INTERNAL_WAIT_LOCK_H_
+#define RWSEM_LIB_INTERNAL_WAIT_LOCK_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "arch/cpu.h"
+#include "arch/futex.h"
+
+namespace rwsem {
+namespace internal {
+
+class WaitLock {
+ public:
+  void lock() {
+    std::uint32_t expected = kFree;
+    // acquire pairs with the release in unlock(): queue edits of the last
+    // holder are visible to the next.
+    if (word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
+                                      std::memory_order_relaxed))
+      return;
+    lock_slow();
+  }
+
+  bool try_lock() {
+    std::uint32_t expected = kFree;
+    return word_.compare_exchange_strong(expected, kHeld,
+                                         std::memory_order_acquire,
+                                         std::memory_order_relaxed);
+  }
+
+  void unlock() {
+    // release pairs with the acquire in lock()/try_lock()/lock_slow().
+    if (word_.exchange(kFree, std::memory_order_release) == kContended)
+      arch::futex_wake(&word_, 1);
+  }
+
+  bool is_locked() const { return word_.load(std::memory_order_relaxed) != kFree; }
+
+ private:
+  static constexpr std::uint32_t kFree = 0, kHeld = 1, kContended = 2;
+  static constexpr int kSpins = 100;
+
+  void lock_slow() {
+    for (int i = 0; i < kSpins; ++i) {
+      arch::cpu_relax();
+      if (word_.load(std::memory_order_relaxed) == kFree && try_lock()) return;
+    }
+    // Once we sleep, the word says kContended so that unlock() wakes someone;
+    // we may over-wake by one, never under-wake.
+    while (word_.exchange(kContended, std::memory_order_acquire) != kFree)
+      arch::futex_wait(&word_, kContended, arch::kNoDeadline);
+  }
+
+  std::atomic<std::uint32_t> word_{kFree};
+};
+
+}  // namespace internal
+}  // namespace rwsem
+
+#endif  // RWSEM_LIB_INTERNAL_WAIT_LOCK_H_

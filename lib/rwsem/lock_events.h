@@ -1,0 +1,74 @@
+// Lock event counters, after the kernel's lock_events_list.h.
+//
+// Build with --define=rwsem_lock_events=1 to count; otherwise every
+// RWSEM_EVENT_* macro compiles to nothing and snapshot() returns zeros.
+// Counters are process-wide and relaxed: they count, they do not order.
+#ifndef RWSEM_LIB_LOCK_EVENTS_H_
+#define RWSEM_LIB_LOCK_EVENTS_H_
+
+#include <array>
+#include <cstdint>
+#include <iosfwd>
+
+// X(name, description)
+#define RWSEM_LOCK_EVENT_LIST(X)                                          \
+  X(rlock, "read locks acquired in the slow path")                        \
+  X(rlock_fast, "slow-path read locks acquired without sleeping")         \
+  X(rlock_fail, "read lock attempts that timed out")                      \
+  X(rlock_handoff, "read lock handoffs started")                          \
+  X(wlock, "write locks acquired in the slow path")                       \
+  X(wlock_steal, "slow-path write locks stolen before queueing")          \
+  X(wlock_fail, "write lock attempts that timed out")                     \
+  X(wlock_handoff, "write lock handoffs started")                         \
+  X(sleep_reader, "reader sleeps")                                        \
+  X(sleep_writer, "writer sleeps")                                        \
+  X(wake_reader, "readers woken")                                         \
+  X(wake_writer, "writers woken")
+
+namespace rwsem {
+
+enum class LockEvent : int {
+#define RWSEM_X(name, desc) name,
+  RWSEM_LOCK_EVENT_LIST(RWSEM_X)
+#undef RWSEM_X
+  kCount
+};
+
+inline constexpr bool kLockEventsEnabled =
+#if defined(RWSEM_LOCK_EVENTS)
+    true;
+#else
+    false;
+#endif
+
+struct LockEventSnapshot {
+  std::array<std::uint64_t, static_cast<int>(LockEvent::kCount)> counts{};
+  std::uint64_t operator[](LockEvent e) const {
+    return counts[static_cast<int>(e)];
+  }
+  // Counts since `earlier`.
+  LockEventSnapshot operator-(const LockEventSnapshot& earlier) const;
+};
+
+const char* lock_event_name(LockEvent e);
+LockEventSnapshot lock_events_snapshot();
+// "rlock=3 wlock=1 ..." for the non-zero counters.
+std::ostream& operator<<(std::ostream& os, const LockEventSnapshot& s);
+
+namespace internal {
+void lock_event_add(LockEvent e, std::uint64_t n);
+}  // namespace internal
+
+}  // namespace rwsem
+
+#if defined(RWSEM_LOCK_EVENTS)
+#define RWSEM_EVENT_ADD(name, n) \
+  ::rwsem::internal::lock_event_add(::rwsem::LockEvent::name, (n))
+#else
+#define RWSEM_EVENT_ADD(name, n) \
+  do {                           \
+  } while (0)
+#endif
+#define RWSEM_EVENT_INC(name) RWSEM_EVENT_ADD(name, 1)
+
+#endif  // RWSEM_LIB_LOCK_EVENTS_H_
