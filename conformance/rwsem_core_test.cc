@@ -457,6 +457,18 @@ TYPED_TEST(RwsemCore, SharedTimedMutexSurface) {
   sem.unlock();
 }
 
+// Without --define=rwsem_lock_events=1 the counters compile away; with it,
+// a timed-out read is counted.
+TYPED_TEST(RwsemCore, LockEventsCountOnlyWhenEnabled) {
+  typename TestFixture::Lock sem;
+  const auto before = rwsem::lock_events_snapshot();
+  sem.down_write();
+  std::thread([&] { EXPECT_FALSE(sem.down_read_timeout(1ms)); }).join();
+  sem.up_write();
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_EQ(d[rwsem::LockEvent::rlock_fail], rwsem::kLockEventsEnabled ? 1u : 0u);
+}
+
 // Mixed readers and writers over non-atomic data: under TSan a missing
 // acquire/release shows up as a race, elsewhere as a torn pattern.
 TYPED_TEST(RwsemCore, MixedSmokeOverPlainData) {

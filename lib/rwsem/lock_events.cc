@@ -53,7 +53,7 @@ std::ostream& operator<<(std::ostream& os, const LockEventSnapshot& s) {
     os << (any ? " " : "") << kNames[i] << '=' << s.counts[i];
     any = true;
   }
-  if (!any) os << (kLockEventsEnabled ? "(no events)" : "(lock events off)");
+  if (!any) os << "(no events)";
   return os;
 }
 

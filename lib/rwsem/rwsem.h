@@ -243,9 +243,10 @@ class BasicRwSemaphore
     const Word old = count_.fetch_sub(B::kReaderBias, std::memory_order_release);
     if (kDebugEnabled &&
         (B::is_write_locked(old) || !B::has_readers(old) || !B::is_consistent(old)))
-      debug_fail(B::has_readers(old) ? "up_read on a write-locked rwsem"
-                                     : "up_read on a rwsem with no readers "
-                                       "(double unlock?)",
+      debug_fail(!B::is_consistent(old)    ? "inconsistent count"
+                 : B::is_write_locked(old) ? "up_read on a write-locked rwsem"
+                                           : "up_read on a rwsem with no "
+                                             "readers (double unlock?)",
                  old);
     if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(old - B::kReaderBias)))
       wake();
