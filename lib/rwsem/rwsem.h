@@ -81,6 +81,7 @@
 #include "arch/futex.h"
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/count_bits.h"
+#include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
@@ -279,6 +280,7 @@ class BasicRwSemaphore
     this->clear_owner();
     // release pairs with the acquire of the next locker (or of mark_wake()).
     const Word old = count_.fetch_sub(w, std::memory_order_release);
+    if constexpr (internal::fault::kMissedWakeup) return;
     if (RWSEM_UNLIKELY(B::has_waiters(old))) wake();
   }
 
@@ -369,16 +371,22 @@ class BasicRwSemaphore
 
   template <class Rep, class Period>
   static std::int64_t deadline_after(const std::chrono::duration<Rep, Period>& d) {
+    // More than ~30 years is "forever"; checked in double so that
+    // hours::max() does not overflow the conversion to nanoseconds.
+    if (std::chrono::duration<double>(d).count() > 1e9) return arch::kNoDeadline - 1;
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
     const std::int64_t now = arch::monotonic_now_ns();
     if (ns <= 0) return now;
     return ns >= arch::kNoDeadline - now ? arch::kNoDeadline - 1 : now + ns;
   }
   // Any clock's time point, measured as "time left" on that clock and then
-  // placed on the monotonic clock the futex waits use.
+  // placed on the monotonic clock the futex waits use. Compared before
+  // subtracting: time_point::min() - now() would overflow.
   template <class Clock, class Duration>
   static std::int64_t to_deadline(const std::chrono::time_point<Clock, Duration>& t) {
-    return deadline_after(t - Clock::now());
+    const auto now = Clock::now();
+    if (t <= now) return arch::monotonic_now_ns();
+    return deadline_after(t - now);
   }
 
   std::int64_t handoff_timeout_ns() const {
