@@ -1,0 +1,32 @@
+"""Offline stand-in for @rules_cc: forwards to Bazel 4.2.3's native C++ rules.
+
+Debian's bazel-rules-cc is newer than Bazel 4.2.3 understands, and the build
+must not download anything, so this file just re-exports the native rules.
+"""
+
+def cc_binary(**kwargs):
+    native.cc_binary(**kwargs)
+
+def cc_import(**kwargs):
+    native.cc_import(**kwargs)
+
+def cc_library(**kwargs):
+    native.cc_library(**kwargs)
+
+def cc_proto_library(**kwargs):
+    native.cc_proto_library(**kwargs)
+
+def cc_test(**kwargs):
+    native.cc_test(**kwargs)
+
+def cc_toolchain(**kwargs):
+    native.cc_toolchain(**kwargs)
+
+def cc_toolchain_suite(**kwargs):
+    native.cc_toolchain_suite(**kwargs)
+
+def objc_library(**kwargs):
+    native.objc_library(**kwargs)
+
+def objc_import(**kwargs):
+    native.objc_import(**kwargs)
