@@ -1,0 +1,137 @@
+"""clang-19 + lld-19 toolchains and platforms for every entry in RWSEM_TARGETS."""
+
+load("@bazel_tools//tools/cpp:unix_cc_toolchain_config.bzl", "cc_toolchain_config")
+load(":targets.bzl", "RWSEM_TARGETS")
+
+_LLVM = "/usr/lib/llvm-19"
+
+def _tool_paths():
+    # Absolute paths into Debian's llvm-19 packages. The compiler is a small
+    # wrapper (cc_wrapper.sh) around clang-19; see that file for why.
+    return {
+        "ar": _LLVM + "/bin/llvm-ar",
+        "cpp": _LLVM + "/bin/clang-cpp",
+        "dwp": _LLVM + "/bin/llvm-dwp",
+        "gcc": "cc_wrapper.sh",
+        "gcov": "/bin/false",
+        "ld": _LLVM + "/bin/ld.lld",
+        "llvm-cov": _LLVM + "/bin/llvm-cov",
+        "nm": _LLVM + "/bin/llvm-nm",
+        "objcopy": _LLVM + "/bin/llvm-objcopy",
+        "objdump": _LLVM + "/bin/llvm-objdump",
+        "strip": _LLVM + "/bin/llvm-strip",
+    }
+
+def _builtin_include_dirs(triple):
+    # Directories clang may read headers from without Bazel declaring them.
+    # The clang resource dir also holds the sanitizer ignore lists
+    # (share/*_ignorelist.txt) that -fsanitize=... adds as dependencies.
+    return [
+        "/usr/" + triple + "/include",
+        "/usr/lib/gcc-cross/" + triple + "/12/include",
+        _LLVM + "/lib/clang/19/include",
+        _LLVM + "/lib/clang/19/share",
+        # /usr/bin/clang-19 with -no-canonical-prefixes finds its resource
+        # dir through this symlink.
+        "/usr/lib/clang/19/include",
+        "/usr/lib/clang/19/share",
+        "/usr/include",
+        "/usr/local/include",
+        "/usr/lib/gcc/x86_64-linux-gnu/12/include",
+    ]
+
+def rwsem_toolchains():
+    """Declares, per target: cc_toolchain_config, cc_toolchain, toolchain, platform."""
+    for name, t in RWSEM_TARGETS.items():
+        target_flag = "--target=" + t.triple
+        cc_toolchain_config(
+            name = name + "_config",
+            cpu = name,
+            compiler = "clang",
+            toolchain_identifier = "clang19-" + name,
+            host_system_name = "x86_64-linux-gnu",
+            target_system_name = t.triple,
+            target_libc = "glibc",
+            abi_version = "clang19",
+            abi_libc_version = "glibc",
+            tool_paths = _tool_paths(),
+            cxx_builtin_include_directories = _builtin_include_dirs(t.triple),
+            compile_flags = [
+                target_flag,
+                "-fno-omit-frame-pointer",
+                "-fstack-protector",
+                "-U_FORTIFY_SOURCE",
+            ],
+            dbg_compile_flags = ["-g"],
+            opt_compile_flags = [
+                "-g0",
+                "-O2",
+                "-D_FORTIFY_SOURCE=1",
+                "-DNDEBUG",
+                "-ffunction-sections",
+                "-fdata-sections",
+            ],
+            cxx_flags = ["-std=c++17"],
+            link_flags = [
+                target_flag,
+            ] + ([
+                # Search the cross sysroot before clang's multilib guesses:
+                # for powerpc-linux-gnu clang also looks in /usr/lib32 and
+                # would pick the host's i386 libgcc_s.so.1.
+                "-L/usr/" + t.triple + "/lib",
+            ] if t.qemu else []) + [
+                "-fuse-ld=" + t.linker,
+                "-Wl,-no-as-needed",
+                "-Wl,-z,relro,-z,now",
+                "-pthread",
+            ] + t.link_flags,
+            link_libs = ["-lstdc++", "-lm"] + t.link_libs,
+            opt_link_flags = ["-Wl,--gc-sections"],
+            unfiltered_compile_flags = [
+                "-no-canonical-prefixes",
+                "-Wno-builtin-macro-redefined",
+                "-D__DATE__=\"redacted\"",
+                "-D__TIMESTAMP__=\"redacted\"",
+                "-D__TIME__=\"redacted\"",
+            ],
+            coverage_compile_flags = ["--coverage"],
+            coverage_link_flags = ["--coverage"],
+            supports_start_end_lib = True,
+        )
+
+        native.cc_toolchain(
+            name = name + "_cc_toolchain",
+            all_files = ":wrapper_files",
+            ar_files = ":wrapper_files",
+            as_files = ":wrapper_files",
+            compiler_files = ":wrapper_files",
+            dwp_files = ":empty",
+            linker_files = ":wrapper_files",
+            objcopy_files = ":empty",
+            strip_files = ":empty",
+            supports_param_files = 1,
+            toolchain_config = ":" + name + "_config",
+            toolchain_identifier = "clang19-" + name,
+        )
+
+        native.toolchain(
+            name = name + "_toolchain",
+            exec_compatible_with = [
+                "@platforms//cpu:x86_64",
+                "@platforms//os:linux",
+            ],
+            target_compatible_with = [
+                t.cpu,
+                "@platforms//os:linux",
+            ],
+            toolchain = ":" + name + "_cc_toolchain",
+            toolchain_type = "@bazel_tools//tools/cpp:toolchain_type",
+        )
+
+        native.platform(
+            name = name,
+            constraint_values = [
+                t.cpu,
+                "@platforms//os:linux",
+            ],
+        )
