@@ -11,10 +11,15 @@
 # Per-target fixes, all measured on Debian 12 / qemu-user 7.2:
 #  - `setarch x86_64 -R`: without it ThreadSanitizer under QEMU tries to
 #    re-exec itself with ASLR off and fails ("execve failed, errno 8").
-#  - i386: the guest loader would read the host's /etc/ld.so.cache and load
-#    the host's 32-bit libc, which hangs in pthread_create; point it at the
-#    cross sysroot with LD_LIBRARY_PATH instead.
-#  - ASan: LeakSanitizer cannot run under QEMU, so detect_leaks=0.
+#  - LD_LIBRARY_PATH=/usr/<triple>/lib in the guest: otherwise the guest
+#    loader reads the host's /etc/ld.so.cache and loads the host's copy of
+#    the guest libc where one exists (i386 from libc6-i386; arm64/armhf from
+#    the multiarch libc6:arm64/armhf that libclang-rt-19-dev:<arch> pulls
+#    in). ld.so from the sysroot with a libc of another build crashes in
+#    pthread_create (armhf), spins forever under TSan (arm64) or hangs (i386).
+#  - ASan: LeakSanitizer cannot run under QEMU, so detect_leaks=0. On armv7
+#    the malloc-time unwinder fails a CHECK under qemu-arm, so
+#    malloc_context_size=0 (reports then lack the allocation stack).
 set -euo pipefail
 
 die() { echo "qemu_run: $*" >&2; exit 127; }
@@ -32,16 +37,16 @@ fi
 read -r e0 e1 < <(od -An -tu1 -j18 -N2 -- "$prog")
 if [[ "$data" == 2 ]]; then machine=$((e0 * 256 + e1)); else machine=$((e1 * 256 + e0)); fi
 
-qemu="" triple="" extra=()
+qemu="" triple="" asan_extra=""
 case "$machine:$class:$data" in
   62:2:1) exec "$@" ;;                                        # x86_64: native
   183:2:1) qemu=qemu-aarch64 triple=aarch64-linux-gnu ;;
   21:2:1) qemu=qemu-ppc64le triple=powerpc64le-linux-gnu ;;
   21:2:2) qemu=qemu-ppc64 triple=powerpc64-linux-gnu ;;
   20:1:2) qemu=qemu-ppc triple=powerpc-linux-gnu ;;
-  3:1:1) qemu=qemu-i386 triple=i686-linux-gnu
-         extra=(-E "LD_LIBRARY_PATH=/usr/i686-linux-gnu/lib") ;;
-  40:1:1) qemu=qemu-arm triple=arm-linux-gnueabihf ;;
+  3:1:1) qemu=qemu-i386 triple=i686-linux-gnu ;;
+  40:1:1) qemu=qemu-arm triple=arm-linux-gnueabihf
+          asan_extra=":malloc_context_size=0" ;;
   22:2:2) qemu=qemu-s390x triple=s390x-linux-gnu ;;
   243:2:1) qemu=qemu-riscv64 triple=riscv64-linux-gnu ;;
   *) die "$prog: unsupported ELF machine=$machine class=$class data=$data" ;;
@@ -65,7 +70,8 @@ sysroot="/usr/$triple"
 [[ -d "$sysroot/lib" ]] || die "sysroot $sysroot missing: install the Debian package ${libc_pkg[$triple]} (ci/setup does)"
 command -v setarch >/dev/null || die "setarch not found: install the Debian package util-linux"
 
-export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0$asan_extra"
 
 shift
-exec setarch x86_64 -R "$qemu_bin" -L "$sysroot" "${extra[@]}" "$prog" "$@"
+exec setarch x86_64 -R "$qemu_bin" -L "$sysroot" \
+  -E "LD_LIBRARY_PATH=$sysroot/lib" "$prog" "$@"

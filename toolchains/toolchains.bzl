@@ -109,7 +109,9 @@ def rwsem_toolchains():
             linker_files = ":wrapper_files",
             objcopy_files = ":empty",
             strip_files = ":empty",
-            supports_param_files = 1,
+            # cc_wrapper.sh must see the sanitizer and --target flags of link
+            # lines, so no @params files.
+            supports_param_files = 0,
             toolchain_config = ":" + name + "_config",
             toolchain_identifier = "clang19-" + name,
         )
