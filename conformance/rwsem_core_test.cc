@@ -333,7 +333,12 @@ TYPED_TEST(RwsemCore, TimedWaitsExpireWithCleanCount) {
 TYPED_TEST(RwsemCore, TimedOutHandoffOwnerClearsHandoff) {
   using B = typename TestFixture::B;
   rwsem::testing::FakeHandoffClock clock;
-  typename TestFixture::Lock sem(rwsem::Options{4ms});
+  // No spinning: a spinning reader may join our reader-owned lock past the
+  // queued writer (by design, until NONSPINNABLE), and R2 must queue here.
+  rwsem::Options opts;
+  opts.handoff_timeout = 4ms;
+  opts.spin_budget = 0ns;
+  typename TestFixture::Lock sem(opts);
   sem.down_read();
   std::atomic<int> state{0};  // 1 = timed out, 2 = got it
   ThreadGroup g;

@@ -23,7 +23,11 @@
   X(sleep_reader, "reader sleeps")                                        \
   X(sleep_writer, "writer sleeps")                                        \
   X(wake_reader, "readers woken")                                         \
-  X(wake_writer, "writers woken")
+  X(wake_writer, "writers woken")                                         \
+  X(opt_rlock, "read locks acquired by optimistic spinning")              \
+  X(opt_wlock, "write locks acquired by optimistic spinning")             \
+  X(opt_fail, "optimistic spins that gave up")                            \
+  X(opt_nospin, "reader-owned spins that set NONSPINNABLE")
 
 namespace rwsem {
 

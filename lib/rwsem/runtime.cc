@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 
 #include "arch/futex.h"
 #include "lib/rwsem/config.h"
@@ -16,6 +18,7 @@ namespace rwsem {
 namespace {
 
 std::atomic<std::int64_t> g_default_handoff_ns{kDefaultHandoffTimeout.count()};
+std::atomic<std::int64_t> g_default_spin_ns{kDefaultSpinBudget.count()};
 // nullptr = the real monotonic clock. Written only by tests.
 std::atomic<testing::FakeHandoffClock*> g_fake_clock{nullptr};
 
@@ -30,7 +33,19 @@ std::chrono::nanoseconds default_handoff_timeout() {
       g_default_handoff_ns.load(std::memory_order_relaxed));
 }
 
+void set_default_spin_budget(std::chrono::nanoseconds budget) {
+  g_default_spin_ns.store(budget.count(), std::memory_order_relaxed);
+}
+
+std::chrono::nanoseconds default_spin_budget() {
+  return std::chrono::nanoseconds(g_default_spin_ns.load(std::memory_order_relaxed));
+}
+
 namespace internal {
+
+std::int64_t default_spin_budget_ns() {
+  return g_default_spin_ns.load(std::memory_order_relaxed);
+}
 
 std::int64_t default_handoff_timeout_ns() {
   return g_default_handoff_ns.load(std::memory_order_relaxed);
@@ -43,23 +58,67 @@ std::int64_t handoff_clock_now() {
   return fake ? fake->now_ns() : arch::monotonic_now_ns();
 }
 
-ThreadRecord& current_thread() {
-  static thread_local ThreadRecord record;
-  if (record.owner_id == 0) {
-    const auto addr = reinterpret_cast<std::uintptr_t>(&record);
-    const std::uint64_t id = static_cast<std::uint64_t>(addr) >> kOwnerIdShift;
-    if (id == 0 || (addr & ((std::uintptr_t{1} << kOwnerIdShift) - 1)) != 0 ||
-        thread_from_owner_id(id) != &record) {
-      std::fprintf(stderr,
-                   "rwsem: thread record %p is not %d-byte aligned; owner ids "
-                   "would not round-trip\n",
-                   static_cast<void*>(&record), 1 << kOwnerIdShift);
-      std::abort();
+namespace {
+
+// The never-freed pool of thread records (see thread_record.h).
+class RecordPool {
+ public:
+  ThreadRecord* take() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (free_.empty()) {
+      constexpr int kChunk = 64;
+      ThreadRecord* chunk = new ThreadRecord[kChunk];  // never deleted
+      for (int i = kChunk - 1; i >= 0; --i) free_.push_back(&chunk[i]);
     }
-    record.tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
-    record.owner_id = id;
+    ThreadRecord* r = free_.back();
+    free_.pop_back();
+    return r;
   }
-  return record;
+  void give_back(ThreadRecord* r) {
+    std::lock_guard<std::mutex> g(mu_);
+    free_.push_back(r);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<ThreadRecord*> free_;
+};
+
+RecordPool& pool() {
+  static RecordPool* p = new RecordPool;  // outlives every thread's exit
+  return *p;
+}
+
+// Returns the thread's record to the pool when the thread exits.
+struct RecordReturner {
+  bool armed = false;
+  ~RecordReturner() {
+    if (t_current_record != nullptr) pool().give_back(t_current_record);
+    t_current_record = nullptr;
+  }
+};
+thread_local RecordReturner t_returner;
+
+}  // namespace
+
+ThreadRecord& current_thread_slow() {
+  ThreadRecord* r = pool().take();
+  const auto addr = reinterpret_cast<std::uintptr_t>(r);
+  const std::uint64_t id = static_cast<std::uint64_t>(addr) >> kOwnerIdShift;
+  if (id == 0 || (addr & ((std::uintptr_t{1} << kOwnerIdShift) - 1)) != 0 ||
+      thread_from_owner_id(id) != r) {
+    std::fprintf(stderr,
+                 "rwsem: thread record %p is not %d-byte aligned; owner ids "
+                 "would not round-trip\n",
+                 static_cast<void*>(r), 1 << kOwnerIdShift);
+    std::abort();
+  }
+  r->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
+  r->owner_id = id;
+  r->parked.store(false, std::memory_order_relaxed);
+  t_returner.armed = true;  // first use registers its destructor for this thread
+  t_current_record = r;
+  return *r;
 }
 
 bool current_thread_is_realtime() {

@@ -87,6 +87,7 @@
 #include "lib/rwsem/internal/wait_lock.h"
 #include "lib/rwsem/internal/waiter.h"
 #include "lib/rwsem/lock_events.h"
+#include "lib/rwsem/osq.h"
 #include "lib/rwsem/testing.h"
 
 #define RWSEM_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -126,36 +127,6 @@ std::string describe(typename L::Word c) {
 
 namespace internal {
 
-// The owner field of the layouts that keep the owner outside the count.
-// Written by the writer right after it takes the lock and cleared right
-// before it releases it (relaxed: it is a hint for diagnostics, debug checks
-// and spinning, never a synchronisation point).
-template <bool kOwnerInCount>
-class OwnerField {
- protected:
-  void set_owner(std::uint64_t id) { owner_.store(id, std::memory_order_relaxed); }
-  void clear_owner() { owner_.store(0, std::memory_order_relaxed); }
-  template <class Word, class L>
-  std::uint64_t owner_of(Word) const {
-    return owner_.load(std::memory_order_relaxed);
-  }
-
- private:
-  std::atomic<std::uintptr_t> owner_{0};
-};
-
-// The merged layout reads the owner from the count: no field at all.
-template <>
-class OwnerField<true> {
- protected:
-  void set_owner(std::uint64_t) {}
-  void clear_owner() {}
-  template <class Word, class L>
-  std::uint64_t owner_of(Word c) const {
-    return L::owner_id(c);
-  }
-};
-
 // The calling thread's write-lock word for layout L, computed once per
 // thread (seed patch 12). A thread whose owner id L cannot encode is refused
 // here, loudly, the first time it tries to write-lock.
@@ -183,10 +154,8 @@ typename L::Word writer_word() {
 // Not copyable or movable. No lock or unlock path allocates: waiters live on
 // the waiting thread's stack.
 template <class Layout>
-class BasicRwSemaphore
-    : private internal::OwnerField<Layout::kOwnerInCount> {
+class BasicRwSemaphore {
   using B = internal::CountBits<Layout>;
-  using OwnerBase = internal::OwnerField<Layout::kOwnerInCount>;
   using Waiter = internal::Waiter;
   using WaiterType = internal::WaiterType;
   using WakeList = internal::WakeList;
@@ -197,13 +166,15 @@ class BasicRwSemaphore
 
   constexpr BasicRwSemaphore() noexcept = default;
   explicit BasicRwSemaphore(const Options& opts) noexcept {
-    if (opts.handoff_timeout.count() >= 0) {
-      const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                          opts.handoff_timeout)
-                          .count();
-      handoff_us_ = us >= kUseDefault ? kUseDefault - 1
-                                      : static_cast<std::uint32_t>(us);
-    }
+    const auto us = [](std::chrono::nanoseconds d, std::uint32_t max) {
+      const auto v = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+      return static_cast<std::uint32_t>(v > max ? max : v);
+    };
+    if (opts.handoff_timeout.count() >= 0)
+      config_ = (config_ & ~kHandoffField) | us(opts.handoff_timeout, kHandoffField - 1);
+    if (opts.spin_budget.count() >= 0)
+      config_ = (config_ & kHandoffField) |
+                us(opts.spin_budget, kSpinDefault - 1) << kSpinShift;
   }
   ~BasicRwSemaphore() {
     if (kDebugEnabled) {
@@ -220,7 +191,7 @@ class BasicRwSemaphore
   void down_read() {
     // acquire pairs with the release of the unlock that freed the lock.
     const Word c = count_.fetch_add(B::kReaderBias, std::memory_order_acquire);
-    if (RWSEM_UNLIKELY(B::read_fails(c))) read_slowpath(arch::kNoDeadline);
+    if (RWSEM_UNLIKELY(B::read_fails(c))) read_slowpath(c, arch::kNoDeadline);
   }
 
   bool down_read_trylock() {
@@ -260,13 +231,13 @@ class BasicRwSemaphore
     if (RWSEM_UNLIKELY(!count_.compare_exchange_strong(
             expected, w, std::memory_order_acquire, std::memory_order_relaxed)))
       write_slowpath(w, arch::kNoDeadline);
-    this->set_owner(internal::current_thread().owner_id);
+    set_owner();
   }
 
   bool down_write_trylock() {
     const Word w = internal::writer_word<Layout>();
     if (!try_write_lock_unqueued(w)) return false;
-    this->set_owner(internal::current_thread().owner_id);
+    set_owner();
     return true;
   }
 
@@ -277,7 +248,7 @@ class BasicRwSemaphore
   void up_write() {
     const Word w = internal::writer_word<Layout>();
     if (kDebugEnabled) check_write_owner("up_write");
-    this->clear_owner();
+    clear_owner();
     // release pairs with the acquire of the next locker (or of mark_wake()).
     const Word old = count_.fetch_sub(w, std::memory_order_release);
     if constexpr (internal::fault::kMissedWakeup) return;
@@ -288,7 +259,7 @@ class BasicRwSemaphore
   void downgrade_write() {
     const Word w = internal::writer_word<Layout>();
     if (kDebugEnabled) check_write_owner("downgrade_write");
-    this->clear_owner();
+    clear_owner();
     // release: readers that enter after this see the writer's data; pairs
     // with their acquire fetch_add (or mark_wake()'s).
     const Word old =
@@ -334,7 +305,7 @@ class BasicRwSemaphore
   std::string describe() const { return rwsem::describe<Layout>(count()); }
   // Owner id of the writer, or 0 (a racy hint).
   std::uint64_t owner_id() const {
-    return this->template owner_of<Word, Layout>(count());
+    return owner_of(count());
   }
 
   struct WaiterInfo {
@@ -365,7 +336,11 @@ class BasicRwSemaphore
  private:
   friend struct testing::Peer;
   enum class WakeType { kAny, kReaders, kReadOwned };
-  static constexpr std::uint32_t kUseDefault = UINT32_MAX;
+  // config_: bits 0-23 handoff timeout in us, bits 24-31 spin budget in us;
+  // all-ones in a field means "the process-wide default".
+  static constexpr std::uint32_t kHandoffField = (1u << 24) - 1;
+  static constexpr int kSpinShift = 24;
+  static constexpr std::uint32_t kSpinDefault = 0xFF;
 
   // ---- deadlines -----------------------------------------------------------
 
@@ -390,15 +365,21 @@ class BasicRwSemaphore
   }
 
   std::int64_t handoff_timeout_ns() const {
-    return handoff_us_ == kUseDefault ? internal::default_handoff_timeout_ns()
-                                      : std::int64_t{handoff_us_} * 1000;
+    const std::uint32_t us = config_ & kHandoffField;
+    return us == kHandoffField ? internal::default_handoff_timeout_ns()
+                               : std::int64_t{us} * 1000;
+  }
+  std::int64_t spin_budget_ns() const {
+    const std::uint32_t us = config_ >> kSpinShift;
+    return us == kSpinDefault ? internal::default_spin_budget_ns()
+                              : std::int64_t{us} * 1000;
   }
 
   bool down_read_until_ns(std::int64_t deadline) {
     // acquire pairs with the release of the unlock that freed the lock.
     const Word c = count_.fetch_add(B::kReaderBias, std::memory_order_acquire);
     if (RWSEM_LIKELY(!B::read_fails(c))) return true;
-    return read_slowpath(deadline);
+    return read_slowpath(c, deadline);
   }
 
   bool down_write_until_ns(std::int64_t deadline) {
@@ -409,7 +390,7 @@ class BasicRwSemaphore
                                         std::memory_order_relaxed) &&
         !write_slowpath(w, deadline))
       return false;
-    this->set_owner(internal::current_thread().owner_id);
+    set_owner();
     return true;
   }
 
@@ -575,10 +556,142 @@ class BasicRwSemaphore
     mark_wake(WakeType::kAny, wakes);
   }
 
+  // ---- optimistic spinning (seed patches 4, 5, 7, 8) ----------------------------
+  //
+  // A slow-path locker first spins, if the lock lets it, trying the lock
+  // whenever the owner changes, instead of sleeping at once. Only the head
+  // of the spin queue (osq_) spins on the count; the others spin on their
+  // own queue nodes. Every spin is bounded by the spin budget
+  // (config.h); a writer spinning on a reader-owned lock also by the seed's
+  // reader-owned limit.
+
+  enum OwnerState : int {
+    kOwnerNull = 1,           // nobody holds the lock
+    kOwnerWriter = 2,         // a writer holds it (or the owner changed)
+    kOwnerReader = 4,         // readers (may) hold it
+    kOwnerNonSpinnable = 8,   // stop: owner parked, budget spent, handoff...
+  };
+  static constexpr int kOwnerSpinnable = kOwnerNull | kOwnerWriter | kOwnerReader;
+
+  bool spinning_enabled() const {
+    return kSpinCompiledIn && spin_budget_ns() > 0;
+  }
+
+  // rwsem_can_spin_on_owner(): is spinning worth starting at all?
+  bool can_spin_on_owner() const {
+    const Word c = count_.load(std::memory_order_relaxed);
+    if (B::is_write_locked(c)) {
+      const std::uint64_t id = owner_of(c);
+      return id == 0 || !internal::thread_from_owner_id(id)->parked.load(
+                            std::memory_order_relaxed);
+    }
+    return !(B::has_readers(c) && is_nonspinnable());
+  }
+
+  // rwsem_spin_on_owner(): spins while the same writer holds the lock and
+  // runs; then says what the lock looks like now.
+  OwnerState spin_on_owner(std::int64_t budget_end, bool rt) const {
+    Word c = count_.load(std::memory_order_relaxed);
+    if (B::is_write_locked(c)) {
+      const std::uint64_t id = owner_of(c);
+      // An RT thread never spins on an owner it cannot see (patch 5).
+      if (id == 0 && rt) return kOwnerNonSpinnable;
+      // Type-stable records: safe to read even if the owner just left.
+      const internal::ThreadRecord* owner =
+          id != 0 ? internal::thread_from_owner_id(id) : nullptr;
+      for (unsigned i = 1;; ++i) {
+        if (owner != nullptr && owner->parked.load(std::memory_order_relaxed))
+          return kOwnerNonSpinnable;
+        if ((i & 15) == 0 && arch::monotonic_now_ns() > budget_end)
+          return kOwnerNonSpinnable;
+        arch::cpu_relax();
+        c = count_.load(std::memory_order_relaxed);
+        if (!B::is_write_locked(c) || owner_of(c) != id) break;
+      }
+    }
+    if (B::is_write_locked(c)) return kOwnerWriter;
+    // The lock is owed to a waiter: spinning cannot win it (patch 4).
+    if (B::has_handoff(c) && !B::is_locked(c)) return kOwnerNonSpinnable;
+    if (B::has_readers(c)) return is_nonspinnable() ? kOwnerNonSpinnable : kOwnerReader;
+    return kOwnerNull;
+  }
+
+  // rwsem_rspin_threshold(): how long a writer may spin on readers (patch 8).
+  // With WAITERS set no new reader can join, so the wait is the time the
+  // present readers need to leave: 10 us + 0.5 us per reader (counting up to
+  // 30). Without WAITERS readers can keep joining: 25 us.
+  std::int64_t reader_spin_deadline() const {
+    const Word c = count_.load(std::memory_order_relaxed);
+    std::int64_t readers = static_cast<std::int64_t>(B::reader_count(c));
+    if (readers > 30) readers = 30;
+    return arch::monotonic_now_ns() +
+           (B::has_waiters(c) ? 10000 + readers * 500 : 25000);
+  }
+
+  // A spinning reader takes the lock unless a writer holds it, a handoff is
+  // pending or the reader count is full; WAITERS does not stop it.
+  bool try_read_lock_spinning() {
+    Word c = count_.load(std::memory_order_relaxed);
+    if (B::is_write_locked(c) || B::has_handoff(c) || B::is_read_fail(c)) return false;
+    // acquire pairs with the release of the unlock that freed the lock.
+    c = count_.fetch_add(B::kReaderBias, std::memory_order_acquire);
+    if (!B::is_write_locked(c) && !B::has_handoff(c) && !B::is_read_fail(c)) return true;
+    backout_reader_bias();
+    return false;
+  }
+
+  // rwsem_optimistic_spin(). `w` is the writer word, or 0 for a reader.
+  bool optimistic_spin(Word w) {
+    const bool wlock = w != 0;
+    const std::int64_t budget_end = arch::monotonic_now_ns() + spin_budget_ns();
+    if (!osq_.lock(budget_end)) {
+      RWSEM_EVENT_INC(opt_fail);
+      return false;
+    }
+    const bool rt = internal::current_thread_is_realtime();
+    int prev = kOwnerNull;
+    unsigned loop = 0;
+    std::int64_t reader_deadline = 0;
+    bool taken = false;
+    for (;;) {
+      const OwnerState state = spin_on_owner(budget_end, rt);
+      if (!(state & kOwnerSpinnable)) break;
+      taken = wlock ? try_write_lock_unqueued(w) : try_read_lock_spinning();
+      if (taken) break;
+      if (wlock && state == kOwnerReader) {
+        if (prev != kOwnerReader) {
+          if (is_nonspinnable()) break;
+          reader_deadline = reader_spin_deadline();
+          loop = 0;
+        } else if ((++loop & 15) == 0 && arch::monotonic_now_ns() > reader_deadline) {
+          set_nonspinnable();
+          RWSEM_EVENT_INC(opt_nospin);
+          break;
+        }
+      }
+      if (state != kOwnerWriter) {
+        if ((loop & 15) == 0 && arch::monotonic_now_ns() > budget_end) break;
+        // An RT thread does not spin on readers or on a vanished owner; it
+        // retries once after a writer left, in case a writer stole the lock.
+        if (rt && prev != kOwnerWriter) break;
+      }
+      prev = state;
+      arch::cpu_relax();
+    }
+    osq_.unlock();
+    if (taken) {
+      if (wlock) RWSEM_EVENT_INC(opt_wlock); else RWSEM_EVENT_INC(opt_rlock);
+    } else {
+      RWSEM_EVENT_INC(opt_fail);
+    }
+    return taken;
+  }
+
   // ---- slow paths ------------------------------------------------------------
 
-  // down_read() failed; its bias is still in the count.
-  bool read_slowpath(std::int64_t deadline) {
+  // down_read() failed: `c` is what its fetch_add returned; its bias is
+  // still in the count.
+  bool read_slowpath(Word c, std::int64_t deadline) {
     // Back the bias out before queueing, so that it blocks no writer while
     // we wait for the wait lock (seed 001; patch 10 for READFAIL).
     backout_reader_bias();
@@ -586,12 +699,23 @@ class BasicRwSemaphore
       RWSEM_EVENT_INC(rlock_fail);
       return false;
     }
+    // Spin on a writer owner (patch 7), unless there are too many readers.
+    if (!B::is_read_fail(c) && spinning_enabled() && can_spin_on_owner() &&
+        optimistic_spin(0)) {
+      // Opportunistically let queued readers join us; an unlock would
+      // otherwise wake them later.
+      if (B::has_waiters(count_.load(std::memory_order_relaxed)) && wait_lock_.try_lock()) {
+        WakeList wakes;
+        if (!queue_.empty()) mark_wake(WakeType::kReadOwned, wakes);
+        wait_lock_.unlock();
+      }
+      return true;
+    }
 
     const std::int64_t now = internal::handoff_clock_now();
     Waiter self(WaiterType::kReader, now, handoff_timeout_ns());
     WakeList wakes;
     wait_lock_.lock();
-    Word c;
     if (queue_.empty()) {
       if (try_read_lock_unqueued()) {
         wait_lock_.unlock();
@@ -632,6 +756,7 @@ class BasicRwSemaphore
 
   // down_write() failed.
   bool write_slowpath(Word w, std::int64_t deadline) {
+    if (spinning_enabled() && can_spin_on_owner() && optimistic_spin(w)) return true;
     if (try_write_lock_unqueued(w)) {
       RWSEM_EVENT_INC(wlock_steal);
       return true;
@@ -704,8 +829,7 @@ class BasicRwSemaphore
                               : "downgrade_write on a rwsem that is not "
                                 "write-locked",
                  c);
-    if (this->template owner_of<Word, Layout>(c) !=
-        internal::current_thread().owner_id)
+    if (owner_of(c) != internal::current_thread().owner_id)
       debug_fail(op[0] == 'u' ? "up_write by a thread that is not the owner"
                               : "downgrade_write by a thread that is not the "
                                 "owner",
@@ -714,10 +838,47 @@ class BasicRwSemaphore
 
   // ---- state -----------------------------------------------------------------
 
+  // ---- owner word -------------------------------------------------------------
+  //
+  // owner_ = (owner id << 1) | kNonSpinnable. The generic layouts keep the
+  // writer's id here (written right after the write lock is taken, cleared
+  // right before it is released); the merged layout reads the id from the
+  // count and uses owner_ only for kNonSpinnable. kNonSpinnable is set by a
+  // writer that spun on a reader-owned lock past its limit (patch 8) and
+  // stops all spinning on a reader-owned lock until a writer owns it again.
+  // All accesses relaxed: the owner word is a hint for spinning, debug
+  // checks and diagnostics, never a synchronisation point.
+  static constexpr std::uintptr_t kNonSpinnable = 1;
+
+  void set_owner() {
+    if constexpr (Layout::kOwnerInCount) {
+      if (owner_.load(std::memory_order_relaxed) != 0)
+        owner_.store(0, std::memory_order_relaxed);
+    } else {
+      owner_.store(static_cast<std::uintptr_t>(internal::current_thread().owner_id << 1),
+                   std::memory_order_relaxed);
+    }
+  }
+  void clear_owner() {
+    if constexpr (!Layout::kOwnerInCount) owner_.store(0, std::memory_order_relaxed);
+  }
+  std::uint64_t owner_of(Word c) const {
+    if constexpr (Layout::kOwnerInCount) return Layout::owner_id(c);
+    return owner_.load(std::memory_order_relaxed) >> 1;
+  }
+  bool is_nonspinnable() const {
+    return (owner_.load(std::memory_order_relaxed) & kNonSpinnable) != 0;
+  }
+  void set_nonspinnable() { owner_.fetch_or(kNonSpinnable, std::memory_order_relaxed); }
+
+  // ---- state -------------------------------------------------------------------
+
   std::atomic<Word> count_{0};
+  std::atomic<std::uintptr_t> owner_{0};
   internal::WaitQueue queue_;  // guarded by wait_lock_
+  internal::SpinQueue osq_;    // optimistic spinners
   internal::WaitLock wait_lock_;
-  std::uint32_t handoff_us_ = kUseDefault;
+  std::uint32_t config_ = ~0u;
 };
 
 using RwSemaphore = BasicRwSemaphore<DefaultLayout>;
@@ -757,6 +918,15 @@ struct Peer {
   template <class L>
   static void wake(BasicRwSemaphore<L>& s) {
     s.wake();
+  }
+  // Someone is in the optimistic spin queue.
+  template <class L>
+  static bool spinning(BasicRwSemaphore<L>& s) {
+    return s.osq_.is_locked();
+  }
+  template <class L>
+  static bool nonspinnable(BasicRwSemaphore<L>& s) {
+    return s.is_nonspinnable();
   }
   template <class L>
   static std::size_t queue_length(BasicRwSemaphore<L>& s) {

@@ -14,8 +14,9 @@ namespace internal {
 // the timed lock calls always use the real monotonic clock.
 std::int64_t handoff_clock_now();
 
-// The handoff timeout of locks that did not set their own.
+// The handoff timeout and spin budget of locks that did not set their own.
 std::int64_t default_handoff_timeout_ns();
+std::int64_t default_spin_budget_ns();
 
 // Debug mode (DEBUG_RWSEMS): prints what went wrong, where, and who did it,
 // then aborts.

@@ -12,6 +12,7 @@
 
 #include "arch/cpu.h"
 #include "arch/futex.h"
+#include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
 namespace internal {
@@ -54,6 +55,7 @@ class WaitLock {
     }
     // Once we sleep, the word says kContended so that unlock() wakes someone;
     // we may over-wake by one, never under-wake.
+    ParkedScope parked;  // spinners on a lock we own stop spinning
     while (word_.exchange(kContended, std::memory_order_acquire) != kFree)
       arch::futex_wait(&word_, kContended, arch::kNoDeadline);
   }

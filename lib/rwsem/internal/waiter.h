@@ -64,6 +64,7 @@ struct Waiter {
   // Sleeps while the state is kQueued, up to the deadline (monotonic ns).
   // Returns false on timeout with the state still kQueued.
   bool sleep_while_queued(std::int64_t deadline_ns) {
+    ParkedScope parked;  // spinners stop spinning on a parked owner
     // acquire pairs with the waker's release store of kReleased.
     while (state.load(std::memory_order_acquire) == kQueued) {
       if (arch::futex_wait(&state, kQueued, deadline_ns) == ETIMEDOUT &&

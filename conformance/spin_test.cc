@@ -1,0 +1,178 @@
+// Optimistic spinning scenarios (seed patches 4, 5, 7, 8), observed through
+// the lock event counters (this binary is built with RWSEM_LOCK_EVENTS=1).
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "conformance/lock_types.h"
+#include "conformance/test_util.h"
+#include "lib/rwsem/rwsem.h"
+
+namespace rwsem_test {
+namespace {
+
+using namespace std::chrono_literals;
+using rwsem::LockEvent;
+using rwsem::testing::Peer;
+
+// Sets the process-wide spin budget for one test. Tests use budgets far
+// beyond the hang limit, so a spinner that ignores the condition under test
+// keeps spinning and the test fails instead of passing by budget expiry.
+class ScopedSpinBudget {
+ public:
+  explicit ScopedSpinBudget(std::chrono::nanoseconds b) : old_(rwsem::default_spin_budget()) {
+    rwsem::set_default_spin_budget(b);
+  }
+  ~ScopedSpinBudget() { rwsem::set_default_spin_budget(old_); }
+
+ private:
+  std::chrono::nanoseconds old_;
+};
+
+template <class L>
+class Spinning : public ::testing::Test {
+ protected:
+  using Lock = rwsem::BasicRwSemaphore<L>;
+  void SetUp() override {
+    if (!rwsem::kSpinCompiledIn) GTEST_SKIP() << "spinning compiled out (--define=rwsem_spin=off)";
+  }
+  ScopedSpinBudget budget_{std::chrono::hours(1)};
+};
+TYPED_TEST_SUITE(Spinning, AllLayouts, LayoutNames);
+
+TYPED_TEST(Spinning, WriterSpinsAndGetsLockWithoutSleepingWhileOwnerRuns) {
+  typename TestFixture::Lock sem;
+  sem.down_write();
+  const auto before = rwsem::lock_events_snapshot();
+  std::atomic<bool> got{false};
+  ThreadGroup g;
+  g.spawn([&] { sem.down_write(); got = true; sem.up_write(); });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::spinning(sem); }, "W spinning"));
+  for (int i = 0; i < 1000; ++i) rwsem::arch::cpu_relax();  // the owner runs
+  sem.up_write();
+  g.join();
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_TRUE(got.load());
+  EXPECT_EQ(d[LockEvent::opt_wlock], 1u);
+  EXPECT_EQ(d[LockEvent::sleep_writer], 0u) << "the spinner slept";
+  EXPECT_EQ(d[LockEvent::wlock], 0u) << "the spinner queued";
+}
+
+TYPED_TEST(Spinning, ReaderSpinsOnWriterAndGetsLock) {
+  typename TestFixture::Lock sem;
+  sem.down_write();
+  const auto before = rwsem::lock_events_snapshot();
+  ThreadGroup g;
+  g.spawn([&] { sem.down_read(); sem.up_read(); });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::spinning(sem); }, "R spinning"));
+  sem.up_write();
+  g.join();
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_EQ(d[LockEvent::opt_rlock], 1u);
+  EXPECT_EQ(d[LockEvent::sleep_reader], 0u);
+}
+
+// The owner blocks on another lock (parks): the spinner must stop spinning
+// and sleep, long before its one-hour budget.
+TYPED_TEST(Spinning, SpinnerStopsWhenOwnerParks) {
+  // b does not spin, so the owner of a parks on it at once.
+  rwsem::Options no_spin;
+  no_spin.spin_budget = std::chrono::nanoseconds(0);
+  typename TestFixture::Lock a, b(no_spin);
+  const auto before = rwsem::lock_events_snapshot();
+  std::atomic<bool> b_held{false}, owner_done{false};
+  ThreadGroup g;
+  // X holds b until the spinner on a has gone to sleep.
+  g.spawn([&] {
+    b.down_write();
+    b_held = true;
+    EXPECT_TRUE(eventually(a, [&] { return Peer::queue_length(a) == 1 && !Peer::spinning(a); },
+                           "the spinner on a gave up and queued"));
+    b.up_write();
+  });
+  ASSERT_TRUE(eventually(b, [&] { return b_held.load(); }, "X holds b"));
+  // The owner of a: takes a, waits for the spinner, then parks on b.
+  g.spawn([&] {
+    a.down_write();
+    std::thread w([&] { a.down_write(); a.up_write(); });
+    EXPECT_TRUE(eventually(a, [&] { return Peer::spinning(a); }, "W spinning on a"));
+    b.down_read();  // parks: X holds b
+    b.up_read();
+    a.up_write();
+    w.join();
+    owner_done = true;
+  });
+  ASSERT_TRUE(eventually(a, [&] { return owner_done.load(); }, "everyone done"));
+  g.join();
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_GE(d[LockEvent::opt_fail], 1u);
+  EXPECT_EQ(d[LockEvent::sleep_writer] >= 1u, true);
+}
+
+// Patch 8: a writer spins on a reader-owned lock for at most 10-25 us, then
+// marks the lock NONSPINNABLE; the next writer owner clears the mark.
+TYPED_TEST(Spinning, NonSpinnableAfterReaderSpinLimitClearedByNextWriter) {
+  typename TestFixture::Lock sem;
+  sem.down_read();
+  const auto before = rwsem::lock_events_snapshot();
+  std::atomic<bool> got{false}, release{false};
+  ThreadGroup g;
+  g.spawn([&] {
+    sem.down_write();
+    got = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; },
+                         "W gave up spinning on readers and queued"));
+  EXPECT_TRUE(Peer::nonspinnable(sem));
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_EQ(d[LockEvent::opt_nospin], 1u);
+  sem.up_read();
+  ASSERT_TRUE(eventually(sem, [&] { return got.load(); }, "W got the lock"));
+  EXPECT_FALSE(Peer::nonspinnable(sem)) << "a writer owner must clear NONSPINNABLE";
+  release = true;
+  g.join();
+}
+
+// Patch 5: a SCHED_FIFO writer never spins on a reader-owned lock.
+TYPED_TEST(Spinning, RealtimeWriterDoesNotSpinOnReaders) {
+  typename TestFixture::Lock sem;
+  sem.down_read();
+  const auto before = rwsem::lock_events_snapshot();
+  std::atomic<int> rt_state{0};  // 1 = running as SCHED_FIFO, 2 = refused
+  std::string refusal;
+  ThreadGroup g;
+  g.spawn([&] {
+    sched_param p{};
+    p.sched_priority = 1;
+    const int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+    if (err != 0) {
+      refusal = std::strerror(err);
+      rt_state = 2;
+      return;
+    }
+    rt_state = 1;
+    sem.down_write();
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return rt_state.load() != 0; }, "RT thread started"));
+  if (rt_state == 2) {
+    sem.up_read();
+    g.join();
+    GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << refusal;
+  }
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "RT writer queued"));
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_FALSE(Peer::nonspinnable(sem)) << "the RT writer spun on readers";
+  EXPECT_EQ(d[LockEvent::opt_nospin], 0u);
+  sem.up_read();
+  g.join();
+}
+
+}  // namespace
+}  // namespace rwsem_test

@@ -1,0 +1,120 @@
+// An MCS-style optimistic spin queue (the kernel's OSQ): at most one thread
+// at a time spins on a lock word; the others spin, each on its own node,
+// behind it. Reusable by any lock that spins (the rwsem, the mutex).
+//
+// A queued spinner may give up (its spin budget ran out): it unlinks itself
+// in three steps, as the kernel's osq_lock() does:
+//   A. detach from the predecessor (cmpxchg prev->next: self -> null), unless
+//      the predecessor hands us the lock first;
+//   B. find our successor, or, if we are the tail, move the tail back to the
+//      predecessor;
+//   C. link predecessor and successor.
+// Nodes live in the type-stable per-thread records (thread_record.h), so a
+// node another spinner still points at is never freed memory.
+#ifndef RWSEM_LIB_OSQ_H_
+#define RWSEM_LIB_OSQ_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "arch/cpu.h"
+#include "arch/futex.h"
+
+namespace rwsem {
+namespace internal {
+
+struct OsqNode {
+  std::atomic<OsqNode*> next{nullptr};
+  std::atomic<OsqNode*> prev{nullptr};
+  std::atomic<bool> locked{false};  // set by the predecessor: "your turn"
+};
+
+OsqNode& current_osq_node();  // the calling thread's node
+
+class SpinQueue {
+ public:
+  // Joins the queue and spins until this thread is the one spinner, or until
+  // the monotonic deadline (ns) passes. Returns false if it gave up; the
+  // queue is then as if we had never joined.
+  bool lock(std::int64_t deadline_ns) {
+    OsqNode& node = current_osq_node();
+    node.locked.store(false, std::memory_order_relaxed);
+    node.next.store(nullptr, std::memory_order_relaxed);
+    // acq_rel: acquire pairs with the releasing unlock() of the previous
+    // spinner (tail -> null); release publishes our node's reset fields to
+    // the next spinner that reads the tail.
+    OsqNode* prev = tail_.exchange(&node, std::memory_order_acq_rel);
+    if (prev == nullptr) return true;
+    node.prev.store(prev, std::memory_order_relaxed);
+    // release: our node is initialised before the predecessor can see it.
+    prev->next.store(&node, std::memory_order_release);
+
+    for (int i = 0;; ++i) {
+      // acquire pairs with the predecessor's release store of `locked`.
+      if (node.locked.load(std::memory_order_acquire)) return true;
+      if ((i & 15) == 15 && arch::monotonic_now_ns() > deadline_ns) break;
+      arch::cpu_relax();
+    }
+
+    // Step A: detach from our predecessor.
+    for (;;) {
+      OsqNode* expect = &node;
+      if (prev->next.load(std::memory_order_relaxed) == &node &&
+          prev->next.compare_exchange_strong(expect, nullptr,
+                                             std::memory_order_acq_rel,
+                                             std::memory_order_relaxed))
+        break;
+      // The predecessor is handing us the lock (or has changed): re-check.
+      if (node.locked.load(std::memory_order_acquire)) return true;
+      arch::cpu_relax();
+      prev = node.prev.load(std::memory_order_acquire);
+    }
+    // Step B: our successor, or we were the tail.
+    OsqNode* next = wait_next(node, prev);
+    if (next == nullptr) return false;
+    // Step C: splice.
+    next->prev.store(prev, std::memory_order_release);
+    prev->next.store(next, std::memory_order_release);
+    return false;
+  }
+
+  void unlock() {
+    OsqNode& node = current_osq_node();
+    OsqNode* expect = &node;
+    // release: our spinning is over before the next spinner starts.
+    if (tail_.compare_exchange_strong(expect, nullptr, std::memory_order_release,
+                                      std::memory_order_relaxed))
+      return;
+    OsqNode* next = node.next.exchange(nullptr, std::memory_order_acquire);
+    if (next == nullptr) next = wait_next(node, nullptr);
+    // release pairs with the acquire load of `locked` in lock().
+    if (next != nullptr) next->locked.store(true, std::memory_order_release);
+  }
+
+  bool is_locked() const { return tail_.load(std::memory_order_relaxed) != nullptr; }
+
+ private:
+  // Returns our successor once it has linked itself, or nullptr after
+  // making `prev` the tail again because we were the tail.
+  OsqNode* wait_next(OsqNode& node, OsqNode* prev) {
+    for (;;) {
+      OsqNode* expect = &node;
+      if (tail_.load(std::memory_order_relaxed) == &node &&
+          tail_.compare_exchange_strong(expect, prev, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed))
+        return nullptr;
+      if (node.next.load(std::memory_order_relaxed) != nullptr) {
+        OsqNode* next = node.next.exchange(nullptr, std::memory_order_acquire);
+        if (next != nullptr) return next;
+      }
+      arch::cpu_relax();
+    }
+  }
+
+  std::atomic<OsqNode*> tail_{nullptr};
+};
+
+}  // namespace internal
+}  // namespace rwsem
+
+#endif  // RWSEM_LIB_OSQ_H_
