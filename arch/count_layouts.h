@@ -32,8 +32,10 @@
 
 namespace rwsem {
 
-// ---------------------------------------------------------------------------
-// Generic 64-bit layout (default on 64-bit ISAs other than x86-64).
+// The two generic layouts differ only in the width of the word, so they are
+// one template; each is documented here.
+//
+// Generic 64-bit layout (default on 64-bit ISAs other than x86-64):
 //
 //   bit  0      writer locked
 //   bit  1      waiters present
@@ -42,26 +44,7 @@ namespace rwsem {
 //   bits 8-62   reader count (55 bits)
 //   bit  63     READFAIL guard
 //
-// The owner lives in a separate field of the lock.
-// ---------------------------------------------------------------------------
-struct Generic64Layout {
-  using Word = std::uint64_t;
-  static constexpr const char* kName = "generic64";
-  static constexpr Word kWriterMask = Word{1} << 0;
-  static constexpr Word kWaiters = Word{1} << 1;
-  static constexpr Word kHandoff = Word{1} << 2;
-  static constexpr Word kReservedMask = Word{0xF8};
-  static constexpr int kReaderShift = 8;
-  static constexpr Word kReadFail = Word{1} << 63;
-  static constexpr bool kOwnerInCount = false;
-
-  static constexpr bool encodable(std::uint64_t /*id*/) { return true; }
-  static constexpr Word writer_word(std::uint64_t /*id*/) { return kWriterMask; }
-  static constexpr std::uint64_t owner_id(Word /*word*/) { return 0; }
-};
-
-// ---------------------------------------------------------------------------
-// Generic 32-bit layout (default on 32-bit ISAs).
+// Generic 32-bit layout (default on 32-bit ISAs):
 //
 //   bit  0      writer locked
 //   bit  1      waiters present
@@ -71,21 +54,28 @@ struct Generic64Layout {
 //   bit  31     READFAIL guard
 //
 // The owner lives in a separate field of the lock.
-// ---------------------------------------------------------------------------
-struct Generic32Layout {
-  using Word = std::uint32_t;
-  static constexpr const char* kName = "generic32";
+template <class W>
+struct GenericLayout {
+  using Word = W;
   static constexpr Word kWriterMask = Word{1} << 0;
   static constexpr Word kWaiters = Word{1} << 1;
   static constexpr Word kHandoff = Word{1} << 2;
   static constexpr Word kReservedMask = Word{0xF8};
   static constexpr int kReaderShift = 8;
-  static constexpr Word kReadFail = Word{1} << 31;
+  static constexpr Word kReadFail = Word{1} << (sizeof(Word) * 8 - 1);
   static constexpr bool kOwnerInCount = false;
 
   static constexpr bool encodable(std::uint64_t /*id*/) { return true; }
   static constexpr Word writer_word(std::uint64_t /*id*/) { return kWriterMask; }
   static constexpr std::uint64_t owner_id(Word /*word*/) { return 0; }
+};
+
+struct Generic64Layout : GenericLayout<std::uint64_t> {
+  static constexpr const char* kName = "generic64";
+};
+
+struct Generic32Layout : GenericLayout<std::uint32_t> {
+  static constexpr const char* kName = "generic32";
 };
 
 // ---------------------------------------------------------------------------

@@ -188,11 +188,7 @@ class BasicRwSemaphore {
 
   // ---- kernel-style API ----------------------------------------------------
 
-  void down_read() {
-    // acquire pairs with the release of the unlock that freed the lock.
-    const Word c = count_.fetch_add(B::kReaderBias, std::memory_order_acquire);
-    if (RWSEM_UNLIKELY(B::read_fails(c))) read_slowpath(c, arch::kNoDeadline);
-  }
+  void down_read() { down_read_until_ns(arch::kNoDeadline); }
 
   bool down_read_trylock() {
     Word c = count_.load(std::memory_order_relaxed);
@@ -224,15 +220,7 @@ class BasicRwSemaphore {
       wake();
   }
 
-  void down_write() {
-    const Word w = internal::writer_word<Layout>();
-    Word expected = 0;
-    // acquire pairs with the release of the unlock that freed the lock.
-    if (RWSEM_UNLIKELY(!count_.compare_exchange_strong(
-            expected, w, std::memory_order_acquire, std::memory_order_relaxed)))
-      write_slowpath(w, arch::kNoDeadline);
-    set_owner();
-  }
+  void down_write() { down_write_until_ns(arch::kNoDeadline); }
 
   bool down_write_trylock() {
     const Word w = internal::writer_word<Layout>();
@@ -375,6 +363,8 @@ class BasicRwSemaphore {
                               : std::int64_t{us} * 1000;
   }
 
+  // The fast paths. Without a deadline (kNoDeadline) the slow paths cannot
+  // fail, and the compiler drops the failure branches.
   bool down_read_until_ns(std::int64_t deadline) {
     // acquire pairs with the release of the unlock that freed the lock.
     const Word c = count_.fetch_add(B::kReaderBias, std::memory_order_acquire);
@@ -386,8 +376,8 @@ class BasicRwSemaphore {
     const Word w = internal::writer_word<Layout>();
     Word expected = 0;
     // acquire pairs with the release of the unlock that freed the lock.
-    if (!count_.compare_exchange_strong(expected, w, std::memory_order_acquire,
-                                        std::memory_order_relaxed) &&
+    if (RWSEM_UNLIKELY(!count_.compare_exchange_strong(
+            expected, w, std::memory_order_acquire, std::memory_order_relaxed)) &&
         !write_slowpath(w, deadline))
       return false;
     set_owner();
@@ -650,7 +640,8 @@ class BasicRwSemaphore {
     }
     const bool rt = internal::current_thread_is_realtime();
     int prev = kOwnerNull;
-    unsigned loop = 0;
+    unsigned loop = 0;   // iterations on a reader-owned lock
+    unsigned spins = 0;  // all iterations; the clock is read every 16th
     std::int64_t reader_deadline = 0;
     bool taken = false;
     for (;;) {
@@ -670,7 +661,7 @@ class BasicRwSemaphore {
         }
       }
       if (state != kOwnerWriter) {
-        if ((loop & 15) == 0 && arch::monotonic_now_ns() > budget_end) break;
+        if ((++spins & 15) == 0 && arch::monotonic_now_ns() > budget_end) break;
         // An RT thread does not spin on readers or on a vanished owner; it
         // retries once after a writer left, in case a writer stole the lock.
         if (rt && prev != kOwnerWriter) break;
