@@ -20,6 +20,10 @@
 #  - ASan: LeakSanitizer cannot run under QEMU, so detect_leaks=0. On armv7
 #    the malloc-time unwinder fails a CHECK under qemu-arm, so
 #    malloc_context_size=0 (reports then lack the allocation stack).
+#  - RWSEM_UNDER_QEMU=<qemu binary> in the guest: binfmt_misc is not
+#    available, so a guest cannot execve() another guest binary (gtest's
+#    "threadsafe" death tests re-exec the test and get "Exec format error").
+#    Tests can check this variable and use the "fast" (fork-only) style.
 set -euo pipefail
 
 die() { echo "qemu_run: $*" >&2; exit 127; }
@@ -74,4 +78,4 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0$asan_extra"
 
 shift
 exec setarch x86_64 -R "$qemu_bin" -L "$sysroot" \
-  -E "LD_LIBRARY_PATH=$sysroot/lib" "$prog" "$@"
+  -E "LD_LIBRARY_PATH=$sysroot/lib" -E "RWSEM_UNDER_QEMU=$qemu" "$prog" "$@"
