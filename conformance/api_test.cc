@@ -94,15 +94,29 @@ TYPED_TEST(SharedTimedMutexApi, ExpiredWriterDoesNotStrandReaders) {
   std::atomic<bool> writer_done{false};
   std::atomic<int> readers_in{0};
   ThreadGroup g;
-  g.spawn([&] { EXPECT_FALSE(sem.try_lock_for(100ms)); writer_done = true; });
+  g.spawn([&] { EXPECT_FALSE(sem.try_lock_for(2s)); writer_done = true; });
   ASSERT_TRUE(eventually(sem, [&] { return rwsem::testing::Peer::queue_length(sem) == 1; },
                          "timed writer queued"));
   for (int i = 0; i < 3; ++i)
     g.spawn([&] { sem.lock_shared(); readers_in++; sem.unlock_shared(); });
+  // While the writer waits, the readers queue behind it...
+  // (On a very slow target the writer may give up first; then there is no
+  // queue to check.)
+  // readers_in is read before the queue: if all four were still queued
+  // after that read, no reader can have been in before it.
+  int readers_in_while_queued = -1;
+  ASSERT_TRUE(eventually(sem, [&] {
+    const int r = readers_in.load();
+    if (rwsem::testing::Peer::queue_length(sem) == 4) readers_in_while_queued = r;
+    return readers_in_while_queued >= 0 || writer_done.load();
+  }, "3 readers queued behind the timed writer"));
+  if (readers_in_while_queued >= 0)
+    EXPECT_EQ(readers_in_while_queued, 0) << "readers overtook a queued writer";
+  // ...and when it gives up, they run.
   ASSERT_TRUE(eventually(sem, [&] { return readers_in.load() == 3; },
                          "readers behind the expired writer ran"));
-  EXPECT_TRUE(writer_done.load()) << "readers overtook a queued writer";
   g.join();
+  EXPECT_TRUE(writer_done.load());
   sem.unlock_shared();
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }

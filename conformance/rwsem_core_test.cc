@@ -108,7 +108,6 @@ struct TinyOwnerLayout : rwsem::MergedOwnerLayout {
 };
 
 TEST(RwsemOwnerId, UnencodableOwnerIdFailsLoudly) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
   ASSERT_GE(rwsem::internal::current_thread().owner_id, 1u << 8);
   EXPECT_DEATH(
       {

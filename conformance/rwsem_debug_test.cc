@@ -20,7 +20,6 @@ using rwsem::testing::Peer;
 template <class L>
 class RwsemDebug : public ::testing::Test {
  protected:
-  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
   using Lock = rwsem::BasicRwSemaphore<L>;
   // What every report must contain: the lock address, the decoded count of
   // this layout, and the calling thread.

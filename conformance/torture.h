@@ -130,8 +130,10 @@ class Watchdog {
     cv_.notify_all();
     thread_.join();
   }
-  // Register before the workers start.
+  // Register before the workers start. Under mu_: the watchdog thread reads
+  // the list when it fires.
   void add_lock(std::string name, std::function<std::string()> dump) {
+    std::lock_guard<std::mutex> g(mu_);
     locks_.push_back({std::move(name), std::move(dump)});
   }
   // relaxed: a progress counter orders nothing.
@@ -178,7 +180,7 @@ class Watchdog {
   };
   const std::string context_;
   const std::chrono::milliseconds limit_;
-  std::vector<Entry> locks_;
+  std::vector<Entry> locks_;  // guarded by mu_
   std::atomic<std::uint64_t> ticks_{0};
   std::mutex mu_;
   std::condition_variable cv_;

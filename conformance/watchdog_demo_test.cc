@@ -34,7 +34,6 @@ void strand_a_reader() {
 }
 
 TEST(WatchdogDemo, FiresOnLostWakeupWithDecodedState) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(strand_a_reader(),
                "WATCHDOG: no progress for [0-9.]+ s in missed-wakeup demo"
                ".*seed: [0-9]+ \\(replay with RWSEM_SEED=[0-9]+\\)"
