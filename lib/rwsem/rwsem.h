@@ -136,7 +136,9 @@ typename L::Word writer_word() {
     return L::writer_word(0);
   } else {
     static thread_local const typename L::Word word = [] {
-      const std::uint64_t id = current_thread().owner_id;
+      const std::uint64_t id =
+          fault::kOwnerIdTrunc32 ? static_cast<std::uint32_t>(current_thread().owner_id)
+                                 : current_thread().owner_id;
       if (!L::encodable(id) || L::owner_id(L::writer_word(id)) != id) {
         debug_fail("this thread's owner id does not fit the count layout",
                    nullptr, std::string(L::kName));
@@ -208,7 +210,9 @@ class BasicRwSemaphore {
 
   void up_read() {
     // release pairs with the acquire of the next writer (or of mark_wake()).
-    const Word old = count_.fetch_sub(B::kReaderBias, std::memory_order_release);
+    const Word old = count_.fetch_sub(
+        B::kReaderBias,
+        internal::fault::order(internal::fault::kUpReadRelaxed, std::memory_order_release));
     if (kDebugEnabled &&
         (B::is_write_locked(old) || !B::has_readers(old) || !B::is_consistent(old)))
       debug_fail(!B::is_consistent(old)    ? "inconsistent count"
@@ -238,7 +242,8 @@ class BasicRwSemaphore {
     if (kDebugEnabled) check_write_owner("up_write");
     clear_owner();
     // release pairs with the acquire of the next locker (or of mark_wake()).
-    const Word old = count_.fetch_sub(w, std::memory_order_release);
+    const Word old = count_.fetch_sub(
+        w, internal::fault::order(internal::fault::kUpWriteRelaxed, std::memory_order_release));
     if constexpr (internal::fault::kMissedWakeup) return;
     if (RWSEM_UNLIKELY(B::has_waiters(old))) wake();
   }
@@ -250,8 +255,9 @@ class BasicRwSemaphore {
     clear_owner();
     // release: readers that enter after this see the writer's data; pairs
     // with their acquire fetch_add (or mark_wake()'s).
-    const Word old =
-        count_.fetch_add(B::kReaderBias - w, std::memory_order_release);
+    const Word old = count_.fetch_add(
+        B::kReaderBias - w,
+        internal::fault::order(internal::fault::kDowngradeRelaxed, std::memory_order_release));
     if (RWSEM_UNLIKELY(B::has_waiters(old))) {
       WakeList wakes;
       wait_lock_.lock();
@@ -324,6 +330,13 @@ class BasicRwSemaphore {
  private:
   friend struct testing::Peer;
   enum class WakeType { kAny, kReaders, kReadOwned };
+  // What down_read's fast path adds: READER_BIAS, unless a layout fault is
+  // compiled in (faults.h).
+  static constexpr Word kFastReaderBias =
+      internal::fault::kReaderShiftOffBy1 ? Word(B::kReaderBias >> 1)
+      : internal::fault::kCountAs32Bit
+          ? Word(static_cast<unsigned long>(B::kReaderBias))
+          : B::kReaderBias;
   // config_: bits 0-23 handoff timeout in us, bits 24-31 spin budget in us;
   // all-ones in a field means "the process-wide default".
   static constexpr std::uint32_t kHandoffField = (1u << 24) - 1;
@@ -367,7 +380,12 @@ class BasicRwSemaphore {
   // fail, and the compiler drops the failure branches.
   bool down_read_until_ns(std::int64_t deadline) {
     // acquire pairs with the release of the unlock that freed the lock.
-    const Word c = count_.fetch_add(B::kReaderBias, std::memory_order_acquire);
+    const Word c = count_.fetch_add(
+        kFastReaderBias,
+        internal::fault::order(internal::fault::kReadLockRelaxed, std::memory_order_acquire));
+    if constexpr (internal::fault::kReadFailIgnoredFast) {
+      if (RWSEM_LIKELY(!(c & (B::kReadFailedMask & ~Layout::kReadFail)))) return true;
+    }
     if (RWSEM_LIKELY(!B::read_fails(c))) return true;
     return read_slowpath(c, deadline);
   }
@@ -377,7 +395,9 @@ class BasicRwSemaphore {
     Word expected = 0;
     // acquire pairs with the release of the unlock that freed the lock.
     if (RWSEM_UNLIKELY(!count_.compare_exchange_strong(
-            expected, w, std::memory_order_acquire, std::memory_order_relaxed)) &&
+            expected, w,
+            internal::fault::order(internal::fault::kWriteLockRelaxed, std::memory_order_acquire),
+            std::memory_order_relaxed)) &&
         !write_slowpath(w, deadline))
       return false;
     set_owner();
@@ -472,8 +492,10 @@ class BasicRwSemaphore {
     // Grant the read lock to up to kMaxReadersWakeup readers, skipping
     // writers (patch 6).
     int woken = 0;
-    for (Waiter* w = first; w != nullptr && woken < kMaxReadersWakeup;) {
+    for (Waiter* w = first;
+         w != nullptr && (internal::fault::kWakeBatchUnlimited || woken < kMaxReadersWakeup);) {
       Waiter* next = queue_.after(w);
+      if (internal::fault::kWakeBatchStopsAtWriter && !w->is_reader()) break;
       if (w->is_reader()) {
         queue_.remove(w);
         wakes.add(w);
@@ -484,7 +506,8 @@ class BasicRwSemaphore {
     RWSEM_EVENT_ADD(wake_reader, static_cast<std::uint64_t>(woken));
 
     adjustment = static_cast<Word>(Word(woken) * B::kReaderBias - adjustment);
-    if (queue_.empty()) adjustment -= Layout::kWaiters;
+    if (queue_.empty() || internal::fault::kWaitersClearedEarly)
+      adjustment -= internal::fault::kWaitersHandoffSwap ? Layout::kHandoff : Layout::kWaiters;
     // The first waiter was granted; if it owned HANDOFF, clear it (H).
     if (B::has_handoff(count_.load(std::memory_order_relaxed)))
       adjustment -= Layout::kHandoff;
@@ -512,7 +535,8 @@ class BasicRwSemaphore {
         // waiter. Our deadline has passed, so the first waiter's has too.
         next |= Layout::kHandoff;
       } else {
-        next = (next | w) & ~Layout::kHandoff;
+        next = internal::fault::kHandoffNeverCleared ? (next | w)
+                                                     : (next | w) & ~Layout::kHandoff;
         if (queue_.is_singular()) next &= ~Layout::kWaiters;
       }
       // acquire pairs with the release of the unlock that freed the lock.
@@ -731,7 +755,7 @@ class BasicRwSemaphore {
     if (!self.sleep_while_queued(deadline)) {
       wait_lock_.lock();
       if (self.state.load(std::memory_order_relaxed) == internal::kQueued) {
-        remove_waiter(self, wakes);
+        if constexpr (!internal::fault::kTimeoutLeavesWaiter) remove_waiter(self, wakes);
         wait_lock_.unlock();
         RWSEM_EVENT_INC(rlock_fail);
         return false;

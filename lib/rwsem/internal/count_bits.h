@@ -10,6 +10,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "lib/rwsem/internal/faults.h"
+
 namespace rwsem {
 namespace internal {
 
@@ -51,7 +53,10 @@ struct CountBits {
   static constexpr bool is_locked(Word c) { return (c & kLockMask) != 0; }
   static constexpr bool has_waiters(Word c) { return (c & L::kWaiters) != 0; }
   static constexpr bool has_handoff(Word c) { return (c & L::kHandoff) != 0; }
-  static constexpr bool is_read_fail(Word c) { return (c & L::kReadFail) != 0; }
+  static constexpr bool is_read_fail(Word c) {
+    if constexpr (fault::kReadFailBit30 && kWordBits == 32) return (c & (Word{1} << 30)) != 0;
+    return (c & L::kReadFail) != 0;
+  }
   static constexpr bool read_fails(Word c) { return (c & kReadFailedMask) != 0; }
   static constexpr std::uint64_t reader_count(Word c) {
     return static_cast<std::uint64_t>(c >> L::kReaderShift);

@@ -1,25 +1,139 @@
 // Fault injection: builds of the lock with one known defect, so the corpus
-// can prove it catches that defect. A fault is switched on only by defining
-// RWSEM_FAULT_<NAME> at compile time (the fault runner passes it with
-// --copt); every use is an `if constexpr` on a constant that is false in
-// normal builds, so shipped code paths carry no trace of it.
+// can prove it catches that defect (ci/faults runs the kill matrix).
+//
+// A fault is switched on only by defining RWSEM_FAULT_<NAME> at compile time
+// (ci/faults passes --copt=-DRWSEM_FAULT_<NAME>). Every use is an
+// `if constexpr` on, or a memory order computed from, a constant that is
+// false in normal builds, so shipped code paths carry no trace of it.
+//
+// The list, by class (name: defect):
+//   ordering
+//     READ_LOCK_RELAXED      down_read's fetch_add is relaxed, not acquire
+//     WRITE_LOCK_RELAXED     down_write's cmpxchg is relaxed, not acquire
+//     UP_READ_RELAXED        up_read's fetch_sub is relaxed, not release
+//     UP_WRITE_RELAXED       up_write's fetch_sub is relaxed, not release
+//     DOWNGRADE_RELAXED      downgrade_write's fetch_add is relaxed
+//     HANDOVER_RELAXED       the waker's hand-over to a woken waiter (its
+//                            kReleased store and the waiter's load) relaxed
+//   layout
+//     READFAIL_BIT30         READFAIL tested at bit 30 of 32-bit words
+//     READER_SHIFT_OFF_BY_1  down_read adds READER_BIAS >> 1
+//     OWNER_ID_TRUNC32       the merged writer word keeps 32 bits of the id
+//     COUNT_AS_32BIT         the reader bias held in an unsigned long, so on
+//                            ILP32 targets a 64-bit layout adds 0 for it
+//     WAITERS_HANDOFF_SWAP   mark_wake clears HANDOFF where it means WAITERS
+//   protocol
+//     WAITERS_CLEARED_EARLY  mark_wake clears WAITERS with writers queued
+//     HANDOFF_NEVER_CLEARED  a writer taking an owed lock leaves HANDOFF set
+//     WAKE_BATCH_UNLIMITED   the reader wake batch ignores its 256 limit
+//     WAKE_BATCH_STOPS_AT_WRITER  the reader wake batch stops at a writer
+//     TIMEOUT_LEAVES_WAITER  a timed-out reader stays in the queue
+//     MISSED_WAKEUP          up_write does not wake the queue
+//     READFAIL_IGNORED_FAST  down_read's fast path ignores READFAIL
 #ifndef RWSEM_LIB_INTERNAL_FAULTS_H_
 #define RWSEM_LIB_INTERNAL_FAULTS_H_
+
+#include <atomic>
 
 namespace rwsem {
 namespace internal {
 namespace fault {
 
-// Protocol: up_write does not wake the queue although WAITERS is set.
-inline constexpr bool kMissedWakeup =
-#if defined(RWSEM_FAULT_MISSED_WAKEUP)
-    true;
+#if defined(RWSEM_FAULT_READ_LOCK_RELAXED)
+inline constexpr bool kReadLockRelaxed = true;
 #else
-    false;
+inline constexpr bool kReadLockRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_WRITE_LOCK_RELAXED)
+inline constexpr bool kWriteLockRelaxed = true;
+#else
+inline constexpr bool kWriteLockRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_UP_READ_RELAXED)
+inline constexpr bool kUpReadRelaxed = true;
+#else
+inline constexpr bool kUpReadRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_UP_WRITE_RELAXED)
+inline constexpr bool kUpWriteRelaxed = true;
+#else
+inline constexpr bool kUpWriteRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_DOWNGRADE_RELAXED)
+inline constexpr bool kDowngradeRelaxed = true;
+#else
+inline constexpr bool kDowngradeRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_HANDOVER_RELAXED)
+inline constexpr bool kHandoverRelaxed = true;
+#else
+inline constexpr bool kHandoverRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_READFAIL_BIT30)
+inline constexpr bool kReadFailBit30 = true;
+#else
+inline constexpr bool kReadFailBit30 = false;
+#endif
+#if defined(RWSEM_FAULT_READER_SHIFT_OFF_BY_1)
+inline constexpr bool kReaderShiftOffBy1 = true;
+#else
+inline constexpr bool kReaderShiftOffBy1 = false;
+#endif
+#if defined(RWSEM_FAULT_OWNER_ID_TRUNC32)
+inline constexpr bool kOwnerIdTrunc32 = true;
+#else
+inline constexpr bool kOwnerIdTrunc32 = false;
+#endif
+#if defined(RWSEM_FAULT_COUNT_AS_32BIT)
+inline constexpr bool kCountAs32Bit = true;
+#else
+inline constexpr bool kCountAs32Bit = false;
+#endif
+#if defined(RWSEM_FAULT_WAITERS_HANDOFF_SWAP)
+inline constexpr bool kWaitersHandoffSwap = true;
+#else
+inline constexpr bool kWaitersHandoffSwap = false;
+#endif
+#if defined(RWSEM_FAULT_WAITERS_CLEARED_EARLY)
+inline constexpr bool kWaitersClearedEarly = true;
+#else
+inline constexpr bool kWaitersClearedEarly = false;
+#endif
+#if defined(RWSEM_FAULT_HANDOFF_NEVER_CLEARED)
+inline constexpr bool kHandoffNeverCleared = true;
+#else
+inline constexpr bool kHandoffNeverCleared = false;
+#endif
+#if defined(RWSEM_FAULT_WAKE_BATCH_UNLIMITED)
+inline constexpr bool kWakeBatchUnlimited = true;
+#else
+inline constexpr bool kWakeBatchUnlimited = false;
+#endif
+#if defined(RWSEM_FAULT_WAKE_BATCH_STOPS_AT_WRITER)
+inline constexpr bool kWakeBatchStopsAtWriter = true;
+#else
+inline constexpr bool kWakeBatchStopsAtWriter = false;
+#endif
+#if defined(RWSEM_FAULT_TIMEOUT_LEAVES_WAITER)
+inline constexpr bool kTimeoutLeavesWaiter = true;
+#else
+inline constexpr bool kTimeoutLeavesWaiter = false;
+#endif
+#if defined(RWSEM_FAULT_MISSED_WAKEUP)
+inline constexpr bool kMissedWakeup = true;
+#else
+inline constexpr bool kMissedWakeup = false;
+#endif
+#if defined(RWSEM_FAULT_READFAIL_IGNORED_FAST)
+inline constexpr bool kReadFailIgnoredFast = true;
+#else
+inline constexpr bool kReadFailIgnoredFast = false;
 #endif
 
-// True when any fault is compiled in (tests print it in their banner).
-inline constexpr bool kAny = kMissedWakeup;
+// `mo`, or relaxed when the fault `weaken` is compiled in.
+constexpr std::memory_order order(bool weaken, std::memory_order mo) {
+  return weaken ? std::memory_order_relaxed : mo;
+}
 
 }  // namespace fault
 }  // namespace internal

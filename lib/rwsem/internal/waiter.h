@@ -30,6 +30,7 @@
 
 #include "arch/cpu.h"
 #include "arch/futex.h"
+#include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
@@ -80,7 +81,8 @@ struct Waiter {
     int spins = 0;
     // acquire pairs with the release store in WakeList::run(): a granted
     // reader thereby sees everything the waker saw when it granted the lock.
-    while (state.load(std::memory_order_acquire) == kGranted) {
+    while (state.load(fault::order(fault::kHandoverRelaxed, std::memory_order_acquire)) ==
+           kGranted) {
       if (++spins < 64)
         arch::cpu_relax();
       else
@@ -154,7 +156,8 @@ class WakeList {
       head_ = w->wake_next;  // read before kReleased: w may vanish after it
       arch::futex_wake(&w->state, 1);
       // release pairs with the acquire in Waiter::wait_until_released().
-      w->state.store(kReleased, std::memory_order_release);
+      w->state.store(kReleased,
+                     fault::order(fault::kHandoverRelaxed, std::memory_order_release));
     }
   }
 
