@@ -115,5 +115,31 @@ TYPED_TEST(RwsemDebug, CorrectUseDoesNotAbort) {
   EXPECT_EQ(sem.count(), 0u);
 }
 
+// A layout with an 8-bit owner field: no real thread's id fits, and the lock
+// must refuse the thread loudly instead of truncating its id.
+struct TinyOwnerLayout : rwsem::MergedOwnerLayout {
+  static constexpr const char* kName = "tiny-owner";
+  static constexpr int kOwnerBits = 8;
+  static constexpr Word kWriterMask = ((Word{1} << kOwnerBits) - 1) << kOwnerShift;
+  static constexpr Word kReservedMask =
+      ((Word{1} << 48) - 1) & ~(kWriterMask | kWaiters | kHandoff);
+  static constexpr bool encodable(std::uint64_t id) {
+    return id != 0 && (id >> kOwnerBits) == 0;
+  }
+  static constexpr Word writer_word(std::uint64_t id) { return Word(id) << kOwnerShift; }
+  static constexpr std::uint64_t owner_id(Word w) { return (w & kWriterMask) >> kOwnerShift; }
+};
+
+// In every build, not only debug ones: the check guards the count.
+TEST(RwsemOwnerId, UnencodableOwnerIdFailsLoudly) {
+  ASSERT_GE(rwsem::internal::current_thread().owner_id, 1u << 8);
+  EXPECT_DEATH(
+      {
+        rwsem::BasicRwSemaphore<TinyOwnerLayout> sem;
+        sem.down_write();
+      },
+      "owner id does not fit the count layout");
+}
+
 }  // namespace
 }  // namespace rwsem_test
