@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -56,22 +58,41 @@ template <class L, class Pred>
 }
 
 // Joins its threads on destruction, so a failing ASSERT cannot leave
-// threads running over a destroyed lock.
+// threads running over a destroyed lock. If they do not finish within the
+// hang limit (a failed test returned while they were still blocked on the
+// lock), the process fails loudly instead of hanging in join().
 class ThreadGroup {
  public:
   ~ThreadGroup() { join(); }
   template <class F>
   void spawn(F f) {
-    threads_.emplace_back(std::move(f));
+    threads_.emplace_back([this, f = std::move(f)]() mutable {
+      f();
+      done_.fetch_add(1);
+    });
   }
   void join() {
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
+    const auto give_up = std::chrono::steady_clock::now() + hang_limit();
+    while (done_.load() < threads_.size()) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        std::fprintf(stderr,
+                     "ThreadGroup: %zu of %zu threads still blocked %lld s after the "
+                     "test let go of them; aborting instead of hanging\n",
+                     threads_.size() - done_.load(), threads_.size(),
+                     static_cast<long long>(hang_limit().count()));
+        std::fflush(stderr);
+        std::abort();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (auto& t : threads_) t.join();
     threads_.clear();
+    done_.store(0);
   }
 
  private:
   std::vector<std::thread> threads_;
+  std::atomic<std::size_t> done_{0};
 };
 
 }  // namespace rwsem_test
