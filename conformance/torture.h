@@ -248,12 +248,13 @@ class Torture {
     for (int t = 0; t < n; ++t) {
       threads.emplace_back([&, t] {
         const bool writer = t >= p_.readers;
-        std::uint64_t k = 0;
-        for (; ops ? k < ops : !stop.load(std::memory_order_relaxed); ++k) {
+        std::uint64_t acquired = 0;  // locktorture counts acquisitions
+        for (std::uint64_t k = 0; ops ? k < ops : !stop.load(std::memory_order_relaxed); ++k) {
           if (!do_op(op_at(seed, writer, t, k))) continue;
+          ++acquired;
           dog.progress();
         }
-        done[t] = k;
+        done[t] = acquired;
       });
     }
     if (!ops) {
