@@ -96,7 +96,8 @@ def rwsem_toolchains():
             ],
             coverage_compile_flags = ["--coverage"],
             coverage_link_flags = ["--coverage"],
-            supports_start_end_lib = True,
+            # --start-lib/--end-lib are lld options; GNU ld (ppc64) lacks them.
+            supports_start_end_lib = t.linker == "lld",
         )
 
         native.cc_toolchain(

@@ -800,8 +800,12 @@ class BasicRwSemaphore {
     }
 
     for (;;) {
-      // Re-arm: a wake-up that has been fully delivered is consumed.
-      if (self.state.load(std::memory_order_relaxed) == internal::kReleased)
+      // Re-arm: a wake-up that has been fully delivered is consumed. acquire
+      // pairs with the release store of kReleased in WakeList::run(): the
+      // waker's last reads of this waiter (its wake_next link) happen before
+      // we re-arm it and a later waker links it into another wake list.
+      // (TSan on aarch64 caught this load when it was relaxed.)
+      if (self.state.load(std::memory_order_acquire) == internal::kReleased)
         self.state.store(internal::kQueued, std::memory_order_relaxed);
       if (try_write_lock(self, w)) break;
       wait_lock_.unlock();
