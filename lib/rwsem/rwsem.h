@@ -61,6 +61,13 @@
 // whoever next reads the count under the wait lock sees it, and lock-free
 // readers of the count only use it to fail.
 //
+// Relaxed reads of the count. Every plain load of the count is relaxed: it
+// either seeds a compare-exchange whose success order (acquire) does the
+// synchronising, or it is a decision hint (spin, wake, debug, describe) that
+// is re-checked by an RMW, or it is taken with the wait lock held, where the
+// bits it tests (WAITERS, HANDOFF, READFAIL for wake-up) change only under
+// that lock or are re-validated by mark_wake()'s acquire fetch_add.
+//
 // Timed waits (the kernel's killable paths): a waiter whose deadline passes
 // while still queued takes out_nolock: it leaves the queue, clears WAITERS
 // if the queue is now empty, clears HANDOFF if it owned it, and if it was
@@ -562,7 +569,7 @@ class BasicRwSemaphore {
       return;
     }
     if (!was_first) return;
-    if (self.handoff_set)
+    if (self.handoff_set)  // relaxed: flag bookkeeping under the wait lock (H)
       count_.fetch_and(static_cast<Word>(~Layout::kHandoff),
                        std::memory_order_relaxed);
     // The new front of the queue may be able to run now (a reader behind a
