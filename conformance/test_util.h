@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "lib/rwsem/mutex.h"
+#include "lib/rwsem/qrwlock.h"
 #include "lib/rwsem/rwsem.h"
 
 namespace rwsem_test {
@@ -42,10 +44,21 @@ std::string lock_state(rwsem::BasicRwSemaphore<L>& sem) {
   return os.str();
 }
 
+inline std::string lock_state(rwsem::QRwLock& l) { return "count: " + l.describe(); }
+
+inline std::string lock_state(rwsem::Mutex& l) {
+  std::ostringstream os;
+  os << "count: " << l.describe() << "\nqueue: ";
+  const std::size_t n = l.queue_length();
+  if (n == rwsem::Mutex::kQueueUnreadable) os << "<wait lock held for 1 s; not readable>";
+  else os << n << " waiter(s)";
+  return os.str();
+}
+
 // Polls `pred` until it holds; fails the test with the lock's state if the
 // hang limit passes first.
-template <class L, class Pred>
-::testing::AssertionResult eventually(rwsem::BasicRwSemaphore<L>& sem, Pred pred,
+template <class Lock, class Pred>
+::testing::AssertionResult eventually(Lock& sem, Pred pred,
                                       const char* what) {
   const auto give_up = std::chrono::steady_clock::now() + hang_limit();
   while (!pred()) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "arch/cpu.h"
+#include "conformance/lock_types.h"
 
 namespace rwsem_test {
 
@@ -330,25 +331,28 @@ class Torture {
   // Returns true if the operation got the lock.
   bool do_op(const Op& op) {
     const auto timeout = std::chrono::microseconds(op.timeout_us);
+    // The adapters (lock_types.h) map each operation onto what the lock
+    // has: a mutex runs reader operations exclusively, a lock without timed
+    // tries blocks instead, one without downgrade stays exclusive.
     switch (op.kind) {
       case OpKind::kRead:
-        lock_.down_read();
+        read_lock(lock_);
         break;
       case OpKind::kReadTry:
-        if (!lock_.down_read_trylock()) return fail(try_failed_);
+        if (!read_try_lock(lock_)) return fail(try_failed_);
         break;
       case OpKind::kReadTimed:
-        if (!lock_.down_read_timeout(timeout)) return fail(timed_out_);
+        if (!read_lock_for(lock_, timeout)) return fail(timed_out_);
         break;
       case OpKind::kWrite:
-        lock_.down_write();
+        lock_.lock();
         break;
       case OpKind::kWriteTry:
-        if (!lock_.down_write_trylock()) return fail(try_failed_);
+        if (!lock_.try_lock()) return fail(try_failed_);
         break;
       case OpKind::kWriteTimed:
       case OpKind::kWriteDowngrade:
-        if (!lock_.down_write_timeout(timeout)) return fail(timed_out_);
+        if (!write_lock_for(lock_, timeout)) return fail(timed_out_);
         break;
     }
     switch (op.kind) {
@@ -356,21 +360,21 @@ class Torture {
       case OpKind::kReadTry:
       case OpKind::kReadTimed:
         read_section(op);
-        lock_.up_read();
+        read_unlock(lock_);
         break;
       case OpKind::kWriteDowngrade: {
         write_section(op);
         const std::uint64_t mine = data_[0];
-        lock_.downgrade_write();
-        downgrades_.fetch_add(1, std::memory_order_relaxed);
+        const bool downgraded = downgrade(lock_);
+        if (downgraded) downgrades_.fetch_add(1, std::memory_order_relaxed);
         read_section(op);
         if (data_[0] != mine) read_fail_.fetch_add(1, std::memory_order_relaxed);
-        lock_.up_read();
+        unlock_after_downgrade(lock_, downgraded);
         break;
       }
       default:
         write_section(op);
-        lock_.up_write();
+        lock_.unlock();
     }
     return true;
   }

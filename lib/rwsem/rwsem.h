@@ -88,6 +88,7 @@
 #include "arch/futex.h"
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/count_bits.h"
+#include "lib/rwsem/internal/deadline.h"
 #include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_record.h"
@@ -172,6 +173,7 @@ class BasicRwSemaphore {
  public:
   using layout_type = Layout;
   using Word = typename Layout::Word;
+  static constexpr const char* kName = Layout::kName;
 
   constexpr BasicRwSemaphore() noexcept = default;
   explicit BasicRwSemaphore(const Options& opts) noexcept {
@@ -212,7 +214,7 @@ class BasicRwSemaphore {
   }
 
   bool down_read_timeout(std::chrono::nanoseconds timeout) {
-    return down_read_until_ns(deadline_after(timeout));
+    return down_read_until_ns(internal::deadline_after(timeout));
   }
 
   void up_read() {
@@ -241,7 +243,7 @@ class BasicRwSemaphore {
   }
 
   bool down_write_timeout(std::chrono::nanoseconds timeout) {
-    return down_write_until_ns(deadline_after(timeout));
+    return down_write_until_ns(internal::deadline_after(timeout));
   }
 
   void up_write() {
@@ -280,11 +282,11 @@ class BasicRwSemaphore {
   void unlock() { up_write(); }
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return down_write_until_ns(deadline_after(d));
+    return down_write_until_ns(internal::deadline_after(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return down_write_until_ns(to_deadline(t));
+    return down_write_until_ns(internal::to_deadline(t));
   }
 
   void lock_shared() { down_read(); }
@@ -292,11 +294,11 @@ class BasicRwSemaphore {
   void unlock_shared() { up_read(); }
   template <class Rep, class Period>
   bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d) {
-    return down_read_until_ns(deadline_after(d));
+    return down_read_until_ns(internal::deadline_after(d));
   }
   template <class Clock, class Duration>
   bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return down_read_until_ns(to_deadline(t));
+    return down_read_until_ns(internal::to_deadline(t));
   }
 
   // ---- observation ---------------------------------------------------------
@@ -349,28 +351,6 @@ class BasicRwSemaphore {
   static constexpr std::uint32_t kHandoffField = (1u << 24) - 1;
   static constexpr int kSpinShift = 24;
   static constexpr std::uint32_t kSpinDefault = 0xFF;
-
-  // ---- deadlines -----------------------------------------------------------
-
-  template <class Rep, class Period>
-  static std::int64_t deadline_after(const std::chrono::duration<Rep, Period>& d) {
-    // More than ~30 years is "forever"; checked in double so that
-    // hours::max() does not overflow the conversion to nanoseconds.
-    if (std::chrono::duration<double>(d).count() > 1e9) return arch::kNoDeadline - 1;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-    const std::int64_t now = arch::monotonic_now_ns();
-    if (ns <= 0) return now;
-    return ns >= arch::kNoDeadline - now ? arch::kNoDeadline - 1 : now + ns;
-  }
-  // Any clock's time point, measured as "time left" on that clock and then
-  // placed on the monotonic clock the futex waits use. Compared before
-  // subtracting: time_point::min() - now() would overflow.
-  template <class Clock, class Duration>
-  static std::int64_t to_deadline(const std::chrono::time_point<Clock, Duration>& t) {
-    const auto now = Clock::now();
-    if (t <= now) return arch::monotonic_now_ns();
-    return deadline_after(t - now);
-  }
 
   std::int64_t handoff_timeout_ns() const {
     const std::uint32_t us = config_ & kHandoffField;

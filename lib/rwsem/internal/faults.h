@@ -30,6 +30,27 @@
 //     TIMEOUT_LEAVES_WAITER  a timed-out reader stays in the queue
 //     MISSED_WAKEUP          up_write does not wake the queue
 //     READFAIL_IGNORED_FAST  down_read's fast path ignores READFAIL
+//
+// The companion locks' faults (qrwlock.h, mutex.h):
+//   ordering
+//     QRW_READ_LOCK_RELAXED      the qrwlock reader's fetch_add is relaxed
+//     MUTEX_UNLOCK_RELAXED       the mutex's releasing cmpxchg is relaxed
+//   layout
+//     QRW_WRITER_BYTE_LOW_ADDRESS  the qrwlock writer byte is taken to be
+//                                the word's lowest address, which is right
+//                                only on little-endian targets
+//   protocol
+//     QRW_HEAD_READER_IGNORES_WRITER  the reader at the queue head does not
+//                                wait for a lock-holding writer to leave
+//     QRW_WRITER_IGNORES_READERS a head writer takes the lock in one step
+//                                even with readers present
+//     MUTEX_STATE_AFTER_COUNT    a mutex waiter arms its sleep state after
+//                                its look at the owner word and outside the
+//                                wait lock (the seed 002 missed wake-up)
+//     MUTEX_HANDOFF_IGNORED      unlock releases the lock even when the
+//                                first waiter asked for a handoff
+//     MUTEX_PICKUP_BY_ANYONE     any thread may take a lock handed to a
+//                                waiter
 #ifndef RWSEM_LIB_INTERNAL_FAULTS_H_
 #define RWSEM_LIB_INTERNAL_FAULTS_H_
 
@@ -128,6 +149,46 @@ inline constexpr bool kMissedWakeup = false;
 inline constexpr bool kReadFailIgnoredFast = true;
 #else
 inline constexpr bool kReadFailIgnoredFast = false;
+#endif
+#if defined(RWSEM_FAULT_QRW_READ_LOCK_RELAXED)
+inline constexpr bool kQrwReadLockRelaxed = true;
+#else
+inline constexpr bool kQrwReadLockRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_MUTEX_UNLOCK_RELAXED)
+inline constexpr bool kMutexUnlockRelaxed = true;
+#else
+inline constexpr bool kMutexUnlockRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_QRW_WRITER_BYTE_LOW_ADDRESS)
+inline constexpr bool kQrwWriterByteLowAddress = true;
+#else
+inline constexpr bool kQrwWriterByteLowAddress = false;
+#endif
+#if defined(RWSEM_FAULT_QRW_HEAD_READER_IGNORES_WRITER)
+inline constexpr bool kQrwHeadReaderIgnoresWriter = true;
+#else
+inline constexpr bool kQrwHeadReaderIgnoresWriter = false;
+#endif
+#if defined(RWSEM_FAULT_QRW_WRITER_IGNORES_READERS)
+inline constexpr bool kQrwWriterIgnoresReaders = true;
+#else
+inline constexpr bool kQrwWriterIgnoresReaders = false;
+#endif
+#if defined(RWSEM_FAULT_MUTEX_STATE_AFTER_COUNT)
+inline constexpr bool kMutexStateAfterCount = true;
+#else
+inline constexpr bool kMutexStateAfterCount = false;
+#endif
+#if defined(RWSEM_FAULT_MUTEX_HANDOFF_IGNORED)
+inline constexpr bool kMutexHandoffIgnored = true;
+#else
+inline constexpr bool kMutexHandoffIgnored = false;
+#endif
+#if defined(RWSEM_FAULT_MUTEX_PICKUP_BY_ANYONE)
+inline constexpr bool kMutexPickupByAnyone = true;
+#else
+inline constexpr bool kMutexPickupByAnyone = false;
 #endif
 
 // `mo`, or relaxed when the fault `weaken` is compiled in.

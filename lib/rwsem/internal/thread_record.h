@@ -29,6 +29,15 @@ struct alignas(64) ThreadRecord {
   // for spinners, which re-check the lock word anyway.
   std::atomic<bool> parked{false};
   OsqNode osq;                 // this thread's node in spin queues
+  // The mutex's per-thread sleep word (the kernel's task state): kAwake or
+  // kAsleep. A waiter arms it (kAsleep) before it looks at the lock word for
+  // the last time and sleeps on it; a waker exchanges it to kAwake and
+  // futex-wakes it if it was armed. Because records are type-stable, a
+  // waker may still hold a record whose thread has stopped waiting; the
+  // wake-up is then spurious and the thread re-checks its lock. Orders:
+  // lib/rwsem/mutex.h.
+  std::atomic<std::uint32_t> sleep{0};
+  static constexpr std::uint32_t kAwake = 0, kAsleep = 1;
 };
 
 inline constexpr int kOwnerIdShift = 6;

@@ -1,0 +1,185 @@
+// Scenarios specific to the companion locks: the queued rwlock's word and
+// queue behaviour (seed 003) and the mutex's handoff (seed 002 lineage).
+// What they share with every lock (ordering, torture, std API) runs in the
+// typed suites over AllLocks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "arch/count_layouts.h"
+#include "conformance/test_util.h"
+#include "lib/rwsem/mutex.h"
+#include "lib/rwsem/qrwlock.h"
+
+namespace rwsem_test {
+namespace {
+
+using namespace std::chrono_literals;
+using QL = rwsem::QRwLockLayout;
+
+// ---- queued rwlock -----------------------------------------------------------
+
+// The writer byte is bits 0-7 of the word, wherever byte order puts them.
+// The layout's offset must name the byte that holds them on this target.
+TEST(QRwLockLayout, WriterByteOffsetMatchesByteOrder) {
+  const QL::Word w = QL::kWriterLocked;
+  unsigned char bytes[sizeof w];
+  std::memcpy(bytes, &w, sizeof w);
+  for (std::size_t i = 0; i < sizeof w; ++i)
+    EXPECT_EQ(bytes[i], i == QL::kWriterByteOffset ? 0xff : 0x00)
+        << "byte " << i << " of the word; the layout says the writer byte is byte "
+        << QL::kWriterByteOffset << " (" << rwsem::arch::kTarget.name << ", "
+        << (rwsem::arch::kTarget.big_endian ? "big" : "little") << "-endian)";
+  EXPECT_EQ(QL::kReaderBias & QL::kWriterMask, 0u);
+  EXPECT_EQ(QL::kWriterWaiting & QL::kWriterLocked, 0u);
+  EXPECT_EQ(sizeof(rwsem::QRwLock), 8u);
+}
+
+// unlock() stores to the writer byte alone: it must clear exactly LOCKED and
+// leave readers' biases and WAITING alone.
+TEST(QRwLock, UnlockClearsOnlyTheWriterByte) {
+  rwsem::QRwLock q;
+  q.lock();
+  EXPECT_EQ(q.count(), QL::kWriterLocked) << q.describe();
+  q.unlock();
+  EXPECT_EQ(q.count(), 0u) << q.describe();
+
+  // A reader backing out of a failed fast path leaves its bias in the word
+  // for a moment; simulate it with a reader that is spinning at the head.
+  q.lock();
+  std::atomic<bool> in{false};
+  std::thread reader([&] {
+    q.lock_shared();
+    in = true;
+    q.unlock_shared();
+  });
+  // Seed 003 patch 1: the reader at the head of the queue adds its bias
+  // while the writer still holds the lock, and waits only for LOCKED.
+  ASSERT_TRUE(eventually(q, [&] { return QL::readers(q.count()) == 1; },
+                         "head reader adds its bias under the writer"));
+  EXPECT_TRUE(QL::write_locked(q.count())) << q.describe();
+  std::this_thread::sleep_for(20ms);  // room for a broken reader to run
+  EXPECT_FALSE(in.load()) << "a reader entered while the writer held the lock";
+  q.unlock();  // must leave the reader's bias: the word is now one reader
+  reader.join();
+  EXPECT_TRUE(in.load());
+  EXPECT_EQ(q.count(), 0u) << q.describe();
+}
+
+// Seed 003 patch 2's other half: with readers present, a writer announces
+// itself with WAITING, and readers arriving after it queue behind it.
+TEST(QRwLock, WaitingWriterGoesBeforeLaterReaders) {
+  rwsem::QRwLock q;
+  q.lock_shared();
+  std::atomic<int> order{0}, writer_at{0}, reader_at{0};
+  ThreadGroup g;
+  g.spawn([&] {
+    q.lock();
+    writer_at = ++order;
+    q.unlock();
+  });
+  ASSERT_TRUE(eventually(q, [&] { return QL::writer_waiting(q.count()); }, "writer waiting"));
+  EXPECT_EQ(QL::readers(q.count()), 1u) << q.describe();
+  g.spawn([&] {
+    q.lock_shared();
+    reader_at = ++order;
+    q.unlock_shared();
+  });
+  // The late reader must not get in beside us while the writer waits.
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(reader_at.load(), 0) << "a reader overtook a waiting writer: " << q.describe();
+  q.unlock_shared();
+  g.join();
+  EXPECT_EQ(writer_at.load(), 1);
+  EXPECT_EQ(reader_at.load(), 2);
+  EXPECT_EQ(q.count(), 0u) << q.describe();
+}
+
+TEST(QRwLock, DescribeDecodesTheWord) {
+  EXPECT_EQ(rwsem::QRwLock::describe_word(0), "qrwlock 0x0 readers=0 writer=none");
+  EXPECT_EQ(rwsem::QRwLock::describe_word(QL::kWriterLocked | 2 * QL::kReaderBias),
+            "qrwlock 0x4ff readers=2 writer=locked");
+  EXPECT_EQ(rwsem::QRwLock::describe_word(QL::kWriterWaiting | QL::kReaderBias),
+            "qrwlock 0x300 readers=1 writer=none waiting");
+}
+
+// ---- mutex ------------------------------------------------------------------
+
+using ML = rwsem::MutexOwnerLayout;
+
+// The owner word names the owner's record; flags live in the low bits.
+TEST(Mutex, OwnerWordNamesTheOwner) {
+  rwsem::Mutex m;
+  m.lock();
+  const auto w = m.count();
+  EXPECT_EQ(ML::flags(w), 0u) << m.describe();
+  EXPECT_EQ(w & ML::kReservedMask, 0u) << m.describe();
+  EXPECT_NE(ML::owner_bits(w), 0u);
+  EXPECT_NE(m.describe().find("owner=tid "), std::string::npos) << m.describe();
+  m.unlock();
+  EXPECT_EQ(m.count(), 0u) << m.describe();
+}
+
+// Handoff: once the first waiter has asked for it, unlock() gives the lock
+// to that waiter instead of releasing it; nobody else can take it in
+// between, however fast they are.
+TEST(Mutex, HandoffGoesToTheFirstWaiter) {
+  rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});  // no spinning
+  m.lock();
+  std::atomic<bool> waiter_owns{false}, release{false};
+  ThreadGroup g;
+  g.spawn([&] {
+    m.lock();
+    waiter_owns = true;
+    while (!release.load()) std::this_thread::yield();
+    m.unlock();
+  });
+  ASSERT_TRUE(eventually(m, [&] { return m.queue_length() == 1; }, "waiter queued"));
+  ASSERT_TRUE(ML::has_waiters(m.count())) << m.describe();
+  rwsem::testing::MutexPeer::request_handoff(m);
+  m.unlock();
+  // The lock now belongs to the waiter (PICKUP, or already picked up).
+  const auto w = m.count();
+  EXPECT_NE(ML::owner_bits(w), 0u) << "handoff released the lock instead: " << m.describe();
+  EXPECT_FALSE(m.try_lock()) << "the handed-over lock was stolen: " << m.describe();
+  ASSERT_TRUE(eventually(m, [&] { return waiter_owns.load(); }, "waiter picks the lock up"));
+  EXPECT_FALSE(ML::has_pickup(m.count())) << m.describe();
+  EXPECT_FALSE(ML::has_handoff(m.count())) << m.describe();
+  release = true;
+  g.join();
+  EXPECT_EQ(m.count(), 0u) << m.describe();
+  EXPECT_EQ(m.queue_length(), 0u);
+}
+
+// A timed waiter that was handed the lock as its deadline passed keeps it:
+// try_lock_for reports what happened, and nothing is left owned by nobody.
+TEST(Mutex, TimedWaitersAndHandoffLeaveACleanWord) {
+  rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});
+  for (int round = 0; round < 50; ++round) {
+    m.lock();
+    std::atomic<int> got{0};
+    ThreadGroup g;
+    for (int i = 0; i < 3; ++i)
+      g.spawn([&, i] {
+        if (m.try_lock_for(std::chrono::microseconds(200 * (i + 1)))) {
+          got++;
+          m.unlock();
+        }
+      });
+    if (round % 2) {
+      ASSERT_TRUE(eventually(m, [&] { return m.queue_length() > 0; }, "a waiter queued"));
+      rwsem::testing::MutexPeer::request_handoff(m);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100 * (round % 7)));
+    m.unlock();
+    g.join();
+    EXPECT_EQ(m.count(), 0u) << "round " << round << ": " << m.describe();
+    EXPECT_EQ(m.queue_length(), 0u) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace rwsem_test

@@ -1,0 +1,411 @@
+// rwsem::Mutex: the kernel's sleeping mutex in user space, with optimistic
+// spinning, waiter spinning and handoff (seed 002 and the handoff rework
+// that followed it).
+//
+// The lock word is the owner word (arch/count_layouts.h, MutexOwnerLayout):
+// the owning thread's record address, or 0, plus three flags (WAITERS,
+// HANDOFF, PICKUP). Uncontended, lock and unlock are one cmpxchg each.
+//
+// Who gets the lock
+// -----------------
+// 1. The fast path: cmpxchg 0 -> self.
+// 2. Optimistic spinners. A thread that fails the fast path first spins
+//    while the owner is running (not parked in one of our futex waits) and
+//    the spin budget lasts. Spinners queue in an MCS spin queue (osq.h) so
+//    that only one of them polls the owner word at a time.
+// 3. Waiters. A thread that could not spin queues on the wait list and
+//    sleeps on its thread record's sleep word. unlock() with WAITERS set
+//    wakes the first waiter.
+//
+// A woken first waiter competes with spinners that keep arriving, and could
+// lose every time (the live-lock seed 002 fixes). So:
+//  - it spins on the owner word itself, beside the head of the spin queue,
+//    but never *in* the spin queue. Behind other spinners in the queue it
+//    would reach the owner word only after all of them, which is the
+//    starvation again. Only the first waiter does this, so it adds at most
+//    one extra poller of the lock's cache line, not a stampede;
+//  - if it still fails, it sets HANDOFF. The next unlock() then does not
+//    release the lock: it writes the first waiter's record into the owner
+//    word with PICKUP set, and the waiter takes it from there. While HANDOFF
+//    or PICKUP is set the owner bits are non-zero, so neither the fast path
+//    nor a spinner can take the lock.
+//
+// Not missing a wake-up (seed 002 patch 3)
+// ----------------------------------------
+// A waiter arms its sleep word (kAsleep) *before* it looks at the owner
+// word, and the waker changes the owner word *before* it reads the sleep
+// word:
+//
+//     waiter                          unlock()
+//     [S]   sleep = kAsleep           [RmW] owner: release, see WAITERS
+//     fence(seq_cst)                  fence(seq_cst)
+//     [RmW] try to take the lock      [RmW] sleep -> kAwake; was it kAsleep?
+//           failed: futex_wait               yes: futex_wake
+//           while sleep == kAsleep
+//
+// Both fences are seq_cst, so at least one side sees the other: either the
+// waiter's try sees the unlocked (or handed-over) word, or the waker sees
+// kAsleep and wakes it. futex_wait sleeps only while the word still says
+// kAsleep, so a wake-up that lands first is not lost either.
+#ifndef RWSEM_LIB_MUTEX_H_
+#define RWSEM_LIB_MUTEX_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "arch/count_layouts.h"
+#include "arch/cpu.h"
+#include "arch/futex.h"
+#include "lib/rwsem/config.h"
+#include "lib/rwsem/internal/deadline.h"
+#include "lib/rwsem/internal/faults.h"
+#include "lib/rwsem/internal/runtime.h"
+#include "lib/rwsem/internal/thread_record.h"
+#include "lib/rwsem/internal/wait_lock.h"
+#include "lib/rwsem/osq.h"
+
+namespace rwsem {
+
+namespace testing {
+struct MutexPeer;
+}  // namespace testing
+
+class Mutex {
+  using L = MutexOwnerLayout;
+  using Record = internal::ThreadRecord;
+
+ public:
+  using Word = L::Word;
+  static constexpr const char* kName = L::kName;
+
+  constexpr Mutex() noexcept = default;
+  // Only Options::spin_budget applies (handoff needs no timeout here: the
+  // first waiter asks for it as soon as a wake-up did not get it the lock).
+  explicit Mutex(const Options& opts) noexcept {
+    if (opts.spin_budget.count() >= 0)
+      spin_budget_ns_ = opts.spin_budget.count() > INT32_MAX
+                            ? INT32_MAX
+                            : static_cast<std::int32_t>(opts.spin_budget.count());
+  }
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  void lock() {
+    if (!try_lock_fast()) lock_slow(arch::kNoDeadline);
+  }
+
+  bool try_lock() { return try_acquire(self_word(), false); }
+
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return try_lock_fast() || lock_slow(internal::deadline_after(d));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return try_lock_fast() || lock_slow(internal::to_deadline(t));
+  }
+
+  void unlock() {
+    const Word self = self_word();
+    Word expected = self;
+    // release pairs with the acquire of whoever takes the lock next (fast
+    // path, try_acquire, or the pickup of a handed-over lock).
+    if (owner_.compare_exchange_strong(expected, 0, kReleaseOrder, std::memory_order_relaxed))
+      return;
+    unlock_slow(expected);
+  }
+
+  // ---- inspection ------------------------------------------------------
+  Word count() const { return owner_.load(std::memory_order_relaxed); }
+  std::string describe() const { return describe_word(count()); }
+
+  static std::string describe_word(Word w) {
+    std::ostringstream os;
+    os << kName << " 0x" << std::hex << w << std::dec << " owner=";
+    if (L::owner_bits(w) == 0) {
+      os << "none";
+    } else {
+      os << "tid " << reinterpret_cast<const Record*>(L::owner_bits(w))->tid;
+    }
+    if (L::has_waiters(w)) os << " waiters";
+    if (L::has_handoff(w)) os << " handoff";
+    if (L::has_pickup(w)) os << " pickup";
+    if (w & L::kReservedMask) os << " reserved-bits-set";
+    return os.str();
+  }
+
+  // Waiters on the list, for tests and diagnostics; kQueueUnreadable if the
+  // wait lock stayed held for a second (a diagnostic must not hang).
+  static constexpr std::size_t kQueueUnreadable = SIZE_MAX;
+  std::size_t queue_length() {
+    const std::int64_t give_up = arch::monotonic_now_ns() + 1000000000;
+    while (!wait_lock_.try_lock())
+      if (arch::monotonic_now_ns() > give_up) return kQueueUnreadable;
+    std::size_t n = 0;
+    for (Waiter* w = head_; w != nullptr; w = w->next) ++n;
+    wait_lock_.unlock();
+    return n;
+  }
+
+ private:
+  friend struct testing::MutexPeer;
+
+  struct Waiter {
+    Record* thread;
+    Waiter* next = nullptr;
+    Waiter* prev = nullptr;
+  };
+
+  static constexpr std::memory_order kReleaseOrder =
+      internal::fault::order(internal::fault::kMutexUnlockRelaxed, std::memory_order_release);
+
+  static Word self_word() { return reinterpret_cast<Word>(&internal::current_thread()); }
+
+  bool try_lock_fast() {
+    Word expected = 0;
+    // acquire pairs with the releasing cmpxchg of the previous unlock().
+    return owner_.compare_exchange_strong(expected, self_word(), std::memory_order_acquire,
+                                          std::memory_order_relaxed);
+  }
+
+  // The kernel's __mutex_trylock_common(). Takes a free lock, or a lock
+  // handed to `self`. With `handoff` (the caller is the first waiter), it
+  // sets HANDOFF on a lock someone else owns. Keeps WAITERS as it is.
+  bool try_acquire(Word self, bool handoff) {
+    Word w = owner_.load(std::memory_order_relaxed);
+    for (;;) {
+      Word flags = L::flags(w);
+      const Word owner = L::owner_bits(w);
+      Word next;
+      if (owner == 0) {
+        next = self | flags;
+      } else if (L::has_pickup(w) &&
+                 (owner == self || internal::fault::kMutexPickupByAnyone)) {
+        next = self | (flags & ~L::kPickup);
+      } else if (handoff && !L::has_handoff(w)) {
+        // Ask the owner to hand the lock over; it stays owned.
+        next = w | L::kHandoff;
+      } else {
+        return false;
+      }
+      // acquire pairs with the releasing cmpxchg in unlock()/unlock_slow()
+      // or the release of the handoff (hand_over()).
+      if (owner_.compare_exchange_weak(w, next, std::memory_order_acquire,
+                                       std::memory_order_relaxed))
+        return L::owner_bits(next) == self;
+    }
+  }
+
+  // ---- optimistic spinning ---------------------------------------------
+  std::int64_t spin_budget_ns() const {
+    if (!kSpinCompiledIn) return 0;
+    return spin_budget_ns_ >= 0 ? spin_budget_ns_ : internal::default_spin_budget_ns();
+  }
+
+  static bool parked(Word owner) {
+    // Type-stable records (thread_record.h): safe even if the owner left.
+    return reinterpret_cast<const Record*>(owner)->parked.load(std::memory_order_relaxed);
+  }
+
+  // mutex_optimistic_spin(). A spinner (`waiter` false) first takes its
+  // turn in the spin queue; the first waiter (`waiter` true) does not (see
+  // the top of the file). Both stop when the owner parks or the budget is
+  // spent. relaxed loads: the acquire is in try_acquire().
+  bool optimistic_spin(bool waiter) {
+    const std::int64_t budget = spin_budget_ns();
+    if (budget <= 0) return false;
+    const Word self = self_word();
+    const std::int64_t budget_end = arch::monotonic_now_ns() + budget;
+    if (!waiter) {
+      const Word owner = L::owner_bits(owner_.load(std::memory_order_relaxed));
+      if (owner != 0 && parked(owner)) return false;  // mutex_can_spin_on_owner()
+      if (!osq_.lock(budget_end)) return false;
+    }
+    bool taken = false;
+    for (unsigned i = 1;; ++i) {
+      const Word owner = L::owner_bits(owner_.load(std::memory_order_relaxed));
+      if (owner != 0 && owner != self && parked(owner)) break;
+      if ((owner == 0 || owner == self || waiter) && try_acquire(self, waiter)) {
+        taken = true;
+        break;
+      }
+      if ((i & 15) == 0 && arch::monotonic_now_ns() > budget_end) break;
+      arch::cpu_relax();
+    }
+    if (!waiter) osq_.unlock();
+    return taken;
+  }
+
+  // ---- sleeping ----------------------------------------------------------
+  // The waiter half of the diagram at the top: arm, then a full fence, then
+  // the caller's look at the owner word.
+  static void arm(Record& me) {
+    me.sleep.store(Record::kAsleep, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+
+  // Sleeps until woken or the deadline passes; false on the deadline.
+  static bool sleep(Record& me, std::int64_t deadline) {
+    internal::ParkedScope parked;  // spinners stop spinning on us
+    // acquire pairs with the exchange in wake(); orders nothing about the
+    // lock's data (try_acquire does), only the wake-up itself.
+    while (me.sleep.load(std::memory_order_acquire) == Record::kAsleep) {
+      if (arch::futex_wait(&me.sleep, Record::kAsleep, deadline) == ETIMEDOUT)
+        return me.sleep.load(std::memory_order_acquire) != Record::kAsleep;
+    }
+    return true;
+  }
+
+  // The waker half of the diagram.
+  static void wake(Record* r) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // release pairs with the acquire load in sleep().
+    if (r->sleep.exchange(Record::kAwake, std::memory_order_release) == Record::kAsleep)
+      arch::futex_wake(&r->sleep, 1);
+  }
+
+  // ---- the slow paths ----------------------------------------------------
+
+  // __mutex_lock_common(). Returns false only when the deadline passed.
+  bool lock_slow(std::int64_t deadline) {
+    if (optimistic_spin(false)) return true;
+    Record& me = internal::current_thread();
+    const Word self = self_word();
+
+    wait_lock_.lock();
+    if (try_acquire(self, false)) {
+      wait_lock_.unlock();
+      return true;
+    }
+    if (deadline <= arch::monotonic_now_ns()) {
+      wait_lock_.unlock();
+      return false;
+    }
+    Waiter node{&me};
+    enqueue(node);
+    // Publish WAITERS after arming (the diagram's [S] before [RmW]); the
+    // look at the owner word follows in the loop.
+    if (!internal::fault::kMutexStateAfterCount) arm(me);
+    // relaxed: WAITERS is a request to unlock(); this RMW is ordered after
+    // the arm by the fence in arm(), and the unlocker that sees the flag
+    // reads the list under the wait lock, which we hold.
+    owner_.fetch_or(L::kWaiters, std::memory_order_relaxed);
+    bool taken = try_acquire(self, false);
+    wait_lock_.unlock();
+
+    bool first = false;
+    while (!taken) {
+      if (internal::fault::kMutexStateAfterCount) arm(me);  // too late: see faults.h
+      if (!sleep(me, deadline)) {
+        if (give_up(node, self)) return false;
+        taken = true;  // the lock was handed to us as we gave up
+        break;
+      }
+      first = is_first(node);
+      if (!internal::fault::kMutexStateAfterCount) arm(me);
+      taken = try_acquire(self, first) || (first && optimistic_spin(true));
+    }
+    wait_lock_.lock();
+    dequeue(node);
+    wait_lock_.unlock();
+    return true;
+  }
+
+  // A timed waiter's deadline passed. Under the wait lock: if the lock was
+  // handed to us meanwhile, keep it (return false); else leave the list.
+  // An unlock() may have woken us just before we gave up; that wake-up was
+  // meant for whoever is first, so if the lock is free we pass it on to the
+  // new first waiter instead of leaving it asleep beside a free lock.
+  bool give_up(Waiter& node, Word self) {
+    wait_lock_.lock();
+    if (L::owner_bits(owner_.load(std::memory_order_relaxed)) == self &&
+        try_acquire(self, false)) {
+      wait_lock_.unlock();
+      return false;
+    }
+    dequeue(node);
+    Record* next = nullptr;
+    if (head_ != nullptr && L::owner_bits(owner_.load(std::memory_order_relaxed)) == 0)
+      next = head_->thread;
+    wait_lock_.unlock();
+    if (next != nullptr) wake(next);
+    return true;
+  }
+
+  // __mutex_unlock_slowpath(). `w` is the owner word that made the fast
+  // path fail (it has flags).
+  void unlock_slow(Word w) {
+    for (;;) {
+      if (L::has_handoff(w) && !internal::fault::kMutexHandoffIgnored) break;
+      // Release the lock, keep the flags (WAITERS). release: as in unlock().
+      const Word next = internal::fault::kMutexHandoffIgnored ? (L::flags(w) & L::kWaiters)
+                                                             : L::flags(w);
+      if (owner_.compare_exchange_weak(w, next, kReleaseOrder, std::memory_order_relaxed)) {
+        if (!L::has_waiters(w)) return;
+        break;
+      }
+    }
+    wait_lock_.lock();
+    Record* next = head_ != nullptr ? head_->thread : nullptr;
+    if (L::has_handoff(w) && !internal::fault::kMutexHandoffIgnored) hand_over(next);
+    wait_lock_.unlock();
+    if (next != nullptr) wake(next);
+  }
+
+  // __mutex_handoff(): the owner word becomes the first waiter with PICKUP,
+  // or free if the list emptied. Called by the owner under the wait lock.
+  void hand_over(Record* next) {
+    Word w = owner_.load(std::memory_order_relaxed);
+    for (;;) {
+      Word n = w & L::kWaiters;
+      if (next != nullptr) n |= reinterpret_cast<Word>(next) | L::kPickup;
+      // release: the new owner's acquire in try_acquire() pairs with it.
+      if (owner_.compare_exchange_weak(w, n, kReleaseOrder, std::memory_order_relaxed)) return;
+    }
+  }
+
+  // ---- the wait list (all under wait_lock_) -------------------------------
+  void enqueue(Waiter& n) {
+    n.prev = tail_;
+    if (tail_ != nullptr) tail_->next = &n; else head_ = &n;
+    tail_ = &n;
+    first_.store(head_, std::memory_order_relaxed);
+  }
+  void dequeue(Waiter& n) {
+    (n.prev != nullptr ? n.prev->next : head_) = n.next;
+    (n.next != nullptr ? n.next->prev : tail_) = n.prev;
+    first_.store(head_, std::memory_order_relaxed);
+    // The last waiter left: nobody to wake or hand to. relaxed: flags only.
+    if (head_ == nullptr) owner_.fetch_and(~(L::kWaiters | L::kHandoff), std::memory_order_relaxed);
+  }
+  // __mutex_waiter_is_first(), without the wait lock: a hint. A stale answer
+  // costs one spin or one HANDOFF request on behalf of a waiter that is
+  // first by the time the owner reads the list.
+  bool is_first(const Waiter& n) const { return first_.load(std::memory_order_relaxed) == &n; }
+
+  std::atomic<Word> owner_{0};
+  internal::WaitLock wait_lock_;
+  std::int32_t spin_budget_ns_ = -1;  // < 0: the process-wide default
+  internal::SpinQueue osq_;
+  Waiter* head_ = nullptr;  // wait list, oldest first; under wait_lock_
+  Waiter* tail_ = nullptr;
+  std::atomic<Waiter*> first_{nullptr};  // copy of head_ for is_first()
+};
+
+namespace testing {
+// Test access to what the protocol does between threads.
+struct MutexPeer {
+  // What a woken first waiter that failed to get the lock does: ask the
+  // owner for a handoff. Only meaningful while the lock is owned.
+  static void request_handoff(Mutex& m) {
+    m.owner_.fetch_or(MutexOwnerLayout::kHandoff, std::memory_order_relaxed);
+  }
+};
+}  // namespace testing
+
+}  // namespace rwsem
+
+#endif  // RWSEM_LIB_MUTEX_H_

@@ -1,0 +1,219 @@
+// rwsem::QRwLock: the kernel's queued rwlock in user space, a fair spinning
+// reader-writer lock for short critical sections.
+//
+// Eight bytes: the 32-bit lock word (arch/count_layouts.h, QRwLockLayout:
+// writer byte, WAITING bit, reader count) and a ticket lock that orders the
+// slow-path waiters. The fast paths touch only the lock word:
+//
+//   lock_shared    add a reader bias; done unless a writer holds or waits
+//   unlock_shared  subtract the bias
+//   lock           cmpxchg 0 -> LOCKED
+//   unlock         store 0 to the writer byte alone
+//
+// Everyone who fails a fast path takes a ticket and waits its turn; the one
+// at the head of the queue then deals with the lock word on its own, so
+// waiters are served in arrival order and a stream of readers cannot starve
+// a writer (a writer at the head sets WAITING, which sends newly arriving
+// readers to the queue behind it).
+//
+// The two improvements of the seed series (003) are both here:
+//  - a reader at the head of the queue adds its bias at once and then waits
+//    only for a writer that *holds* the lock to leave (read_slow);
+//  - a writer at the head takes the lock in one step while no reader is
+//    present, and uses the WAITING -> LOCKED two-step only when readers are
+//    there to be drained (write_slow).
+//
+// Waiting never sleeps in the kernel; it spins with back-off
+// (internal/spin_wait.h). Use it where critical sections are short and
+// threads rarely outnumber cores; rwsem::RwSemaphore is the sleeping lock.
+//
+// Memory ordering: every acquisition ends with an acquire operation on the
+// lock word, every release is a release operation on it; the pairs are
+// named at each operation. The ticket lock orders waiters only; it is never
+// what orders one critical section before the next.
+#ifndef RWSEM_LIB_QRWLOCK_H_
+#define RWSEM_LIB_QRWLOCK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "arch/count_layouts.h"
+#include "lib/rwsem/internal/faults.h"
+#include "lib/rwsem/internal/spin_wait.h"
+
+namespace rwsem {
+
+class QRwLock {
+  using L = QRwLockLayout;
+
+ public:
+  using Word = L::Word;
+  static constexpr const char* kName = L::kName;
+
+  QRwLock() = default;
+  QRwLock(const QRwLock&) = delete;
+  QRwLock& operator=(const QRwLock&) = delete;
+
+  // ---- shared ----------------------------------------------------------
+  void lock_shared() {
+    // acquire pairs with the writer-byte release store in unlock(): if no
+    // writer was there, the last writer's section happened before ours.
+    const Word c = cnts_.fetch_add(L::kReaderBias, internal::fault::order(internal::fault::kQrwReadLockRelaxed,
+                                                               std::memory_order_acquire));
+    if (!L::has_writer(c)) return;
+    read_slow();
+  }
+
+  bool try_lock_shared() {
+    Word c = cnts_.load(std::memory_order_relaxed);
+    if (L::has_writer(c)) return false;
+    // acquire: as in lock_shared().
+    c = cnts_.fetch_add(L::kReaderBias, internal::fault::order(internal::fault::kQrwReadLockRelaxed,
+                                                     std::memory_order_acquire));
+    if (!L::has_writer(c)) return true;
+    // relaxed: we never held the lock, so there is nothing to publish.
+    cnts_.fetch_sub(L::kReaderBias, std::memory_order_relaxed);
+    return false;
+  }
+
+  void unlock_shared() {
+    // release pairs with the acquire that a writer's cmpxchg to LOCKED
+    // performs: our loads happen before its stores.
+    cnts_.fetch_sub(L::kReaderBias, std::memory_order_release);
+  }
+
+  // ---- exclusive -------------------------------------------------------
+  void lock() {
+    if (try_lock()) return;
+    write_slow();
+  }
+
+  bool try_lock() {
+    Word expected = 0;
+    if (cnts_.load(std::memory_order_relaxed) != 0) return false;
+    // acquire pairs with unlock_shared()'s release fetch_sub and with the
+    // writer-byte release store of the previous writer.
+    return cnts_.compare_exchange_strong(expected, L::kWriterLocked,
+                                         std::memory_order_acquire,
+                                         std::memory_order_relaxed);
+  }
+
+  void unlock() {
+    // A store to the writer byte alone, as the kernel's queued_write_unlock:
+    // the WAITING bit and reader biases added meanwhile are not ours to
+    // overwrite. release pairs with the acquire of the next owner.
+    __atomic_store_n(writer_byte(), std::uint8_t{0}, __ATOMIC_RELEASE);
+  }
+
+  // ---- inspection ------------------------------------------------------
+  Word count() const { return cnts_.load(std::memory_order_relaxed); }
+  std::string describe() const { return describe_word(count()); }
+
+  static std::string describe_word(Word c) {
+    std::ostringstream os;
+    os << kName << " 0x" << std::hex << c << std::dec << " readers=" << L::readers(c)
+       << " writer=" << (L::write_locked(c) ? "locked" : "none")
+       << (L::writer_waiting(c) ? " waiting" : "");
+    if (const Word stray = c & L::kWriterLocked; stray != 0 && stray != L::kWriterLocked)
+      os << " bad-writer-byte=0x" << std::hex << stray;
+    return os.str();
+  }
+
+ private:
+  // queued_read_lock_slowpath().
+  void read_slow() {
+    // Back out of the fast path's bias and queue. relaxed: we did not own
+    // the lock; the head writer that waits for readers to drain reads the
+    // count again after this, so it cannot miss the decrement.
+    cnts_.fetch_sub(L::kReaderBias, std::memory_order_relaxed);
+    queue_.lock();
+    // Seed 003 patch 1: at the head of the queue, add the bias now and wait
+    // only for a writer that holds the lock. No writer can be in WAITING
+    // here: only the head of the queue sets WAITING, and it turns it into
+    // LOCKED before it leaves the head. relaxed: the acquire is the load
+    // that ends the wait.
+    cnts_.fetch_add(L::kReaderBias, std::memory_order_relaxed);
+    internal::SpinWait w;
+    // acquire pairs with the writer-byte release store in unlock().
+    while (!internal::fault::kQrwHeadReaderIgnoresWriter &&
+           L::write_locked(cnts_.load(std::memory_order_acquire)))
+      w.once();
+    queue_.unlock();
+  }
+
+  // queued_write_lock_slowpath().
+  void write_slow() {
+    queue_.lock();
+    internal::SpinWait w;
+    // Seed 003 patch 2: one step while no reader is present. The word can be
+    // non-zero without readers only while a fast-path writer holds it.
+    for (;;) {
+      Word c = cnts_.load(std::memory_order_relaxed);
+      if (c == 0 || (internal::fault::kQrwWriterIgnoresReaders && !L::has_writer(c))) {
+        // acquire: as in try_lock().
+        if (cnts_.compare_exchange_strong(c, c | L::kWriterLocked, std::memory_order_acquire,
+                                          std::memory_order_relaxed)) {
+          queue_.unlock();
+          return;
+        }
+      }
+      if ((c & L::kReaderMask) != 0) break;
+      w.once();
+    }
+    // Readers are present: announce ourselves so that new readers queue
+    // behind us, then wait for the present ones to drain. relaxed: WAITING
+    // is a request, not a publication of data.
+    cnts_.fetch_or(L::kWriterWaiting, std::memory_order_relaxed);
+    for (;;) {
+      Word c = cnts_.load(std::memory_order_relaxed);
+      // acquire pairs with the last reader's release fetch_sub and with the
+      // writer-byte release store of a writer that held the lock meanwhile.
+      if (c == L::kWriterWaiting &&
+          cnts_.compare_exchange_strong(c, L::kWriterLocked, std::memory_order_acquire,
+                                        std::memory_order_relaxed))
+        break;
+      w.once();
+    }
+    queue_.unlock();
+  }
+
+  std::uint8_t* writer_byte() {
+    constexpr std::size_t offset =
+        internal::fault::kQrwWriterByteLowAddress ? 0 : L::kWriterByteOffset;
+    return reinterpret_cast<std::uint8_t*>(&cnts_) + offset;
+  }
+
+  // A FIFO ticket lock: the kernel's qrwlock queues on a qspinlock; any fair
+  // queue lock gives the same order. Its acquire/release pairs order only the
+  // queue hand-over, not the protected data.
+  class TicketLock {
+   public:
+    void lock() {
+      const std::uint16_t me = next_.fetch_add(1, std::memory_order_relaxed);
+      internal::SpinWait w;
+      // acquire pairs with the release store in unlock().
+      while (serving_.load(std::memory_order_acquire) != me) w.once();
+    }
+    void unlock() {
+      // Only the holder writes serving_; relaxed load of our own value.
+      const std::uint16_t s = serving_.load(std::memory_order_relaxed);
+      serving_.store(static_cast<std::uint16_t>(s + 1), std::memory_order_release);
+    }
+
+   private:
+    std::atomic<std::uint16_t> next_{0};
+    std::atomic<std::uint16_t> serving_{0};
+  };
+
+  std::atomic<Word> cnts_{0};
+  TicketLock queue_;
+};
+
+static_assert(sizeof(std::atomic<QRwLock::Word>) == sizeof(QRwLock::Word),
+              "the writer byte is addressed inside the lock word");
+
+}  // namespace rwsem
+
+#endif  // RWSEM_LIB_QRWLOCK_H_
