@@ -133,6 +133,20 @@ std::unique_ptr<T> make_starvation_lock() {
     return std::make_unique<T>();
 }
 
+// A lock with optimistic spinning on or off, for the locks that spin (the
+// rwsem and the mutex); the queued rwlock ignores `spin`. Turning spinning
+// off sends every contended acquisition through the sleep-and-wake path.
+template <class T>
+std::unique_ptr<T> make_lock(bool spin) {
+  if constexpr (std::is_constructible_v<T, const rwsem::Options&>) {
+    rwsem::Options o;
+    if (!spin) o.spin_budget = std::chrono::nanoseconds(0);
+    return std::make_unique<T>(o);
+  } else {
+    return std::make_unique<T>();
+  }
+}
+
 }  // namespace rwsem_test
 
 #endif  // RWSEM_CONFORMANCE_LOCK_TYPES_H_

@@ -62,6 +62,7 @@
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/deadline.h"
 #include "lib/rwsem/internal/faults.h"
+#include "lib/rwsem/internal/perturb.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
@@ -298,6 +299,7 @@ class Mutex {
 
     bool first = false;
     while (!taken) {
+      internal::perturb();  // corpus builds only: between the look and the sleep
       if (internal::fault::kMutexStateAfterCount) arm(me);  // too late: see faults.h
       if (!sleep(me, deadline)) {
         if (give_up(node, self)) return false;

@@ -12,6 +12,7 @@
 
 #include "arch/cpu.h"
 #include "arch/futex.h"
+#include "lib/rwsem/internal/perturb.h"
 #include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
@@ -40,6 +41,7 @@ class WaitLock {
     // release pairs with the acquire in lock()/try_lock()/lock_slow().
     if (word_.exchange(kFree, std::memory_order_release) == kContended)
       arch::futex_wake(&word_, 1);
+    perturb();  // corpus builds only: whoever waited for the queue runs now
   }
 
   bool is_locked() const { return word_.load(std::memory_order_relaxed) != kFree; }
