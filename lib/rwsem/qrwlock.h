@@ -103,7 +103,10 @@ class QRwLock {
   void unlock() {
     // A store to the writer byte alone, as the kernel's queued_write_unlock:
     // the WAITING bit and reader biases added meanwhile are not ours to
-    // overwrite. release pairs with the acquire of the next owner.
+    // overwrite. release pairs with the acquire of the next owner (a load or
+    // RMW of the whole word, which contains this byte). ThreadSanitizer keys
+    // synchronisation by address; the byte is at the word's own address on
+    // every little-endian target, which is where TSan runs.
     __atomic_store_n(writer_byte(), std::uint8_t{0}, __ATOMIC_RELEASE);
   }
 
