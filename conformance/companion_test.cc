@@ -162,9 +162,13 @@ TEST(Mutex, TimedWaitersAndHandoffLeaveACleanWord) {
     m.lock();
     std::atomic<int> got{0};
     ThreadGroup g;
+    // One waiter that stays (so there is always someone to hand to) and two
+    // whose deadlines pass around the unlock.
     for (int i = 0; i < 3; ++i)
       g.spawn([&, i] {
-        if (m.try_lock_for(std::chrono::microseconds(200 * (i + 1)))) {
+        const auto wait = i == 0 ? std::chrono::microseconds(std::chrono::minutes(1))
+                                 : std::chrono::microseconds(200 * i);
+        if (m.try_lock_for(wait)) {
           got++;
           m.unlock();
         }
@@ -176,6 +180,7 @@ TEST(Mutex, TimedWaitersAndHandoffLeaveACleanWord) {
     std::this_thread::sleep_for(std::chrono::microseconds(100 * (round % 7)));
     m.unlock();
     g.join();
+    EXPECT_GE(got.load(), 1) << "round " << round << ": the long waiter timed out";
     EXPECT_EQ(m.count(), 0u) << "round " << round << ": " << m.describe();
     EXPECT_EQ(m.queue_length(), 0u) << "round " << round;
   }
