@@ -1,4 +1,5 @@
-// The locks the benchmark compares, as one table (kLockTable at the bottom).
+// The locks the benchmark compares, as one table (RWSEM_BENCH_LOCKS at the
+// bottom: one X(adapter, "name", "description") line per lock).
 //
 // Every entry is an *adapter*: a class the harness default-constructs once
 // per run (cache-line aligned), with
@@ -10,9 +11,11 @@
 //   static constexpr bool kExclusiveOnly;
 //
 // Plain<T> adapts any type with the std names (lock/unlock and, if it has
-// them, lock_shared/unlock_shared), so adding such a lock is one line:
+// them, lock_shared/unlock_shared), so adding such a lock is one line in
+// RWSEM_BENCH_LOCKS (plus its #include):
 //
-//   entry<Plain<rwsem::QRwLock>>("qrwlock", "rwsem::QRwLock (queued rwlock)"),
+//   X(::bench::Plain<::rwsem::QRwLock>, "qrwlock", "rwsem::QRwLock (queued rwlock)")
+//   X(::bench::Plain<::rwsem::Mutex>, "mutex", "rwsem::Mutex [exclusive-only]")
 //
 // Exclusive-only locks (a T without lock_shared, e.g. rwsem::Mutex) are
 // detected automatically and marked kExclusiveOnly. The harness then
