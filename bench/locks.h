@@ -17,6 +17,9 @@
 //   X(::bench::Plain<::rwsem::QRwLock>, "qrwlock", "rwsem::QRwLock (queued rwlock)")
 //   X(::bench::Plain<::rwsem::Mutex>, "mutex", "rwsem::Mutex [exclusive-only]")
 //
+// (X is a macro: an adapter whose template arguments contain a comma needs a
+// `using` alias first, e.g. `using RwsemHandoff1ms = Tuned<50, 1000>;`.)
+//
 // Exclusive-only locks (a T without lock_shared, e.g. rwsem::Mutex) are
 // detected automatically and marked kExclusiveOnly. The harness then
 //   - runs their "readers" through the writer path in the mixed scenarios
