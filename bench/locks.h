@@ -14,8 +14,7 @@
 // them, lock_shared/unlock_shared), so adding such a lock is one line in
 // RWSEM_BENCH_LOCKS (plus its #include):
 //
-//   X(::bench::Plain<::rwsem::QRwLock>, "qrwlock", "rwsem::QRwLock (queued rwlock)")
-//   X(::bench::Plain<::rwsem::Mutex>, "mutex", "rwsem::Mutex [exclusive-only]")
+//   X(::bench::Plain<MyLock>, "mylock", "what MyLock is")
 //
 // (X is a macro: an adapter whose template arguments contain a comma needs a
 // `using` alias first, e.g. `using RwsemHandoff1ms = Tuned<50, 1000>;`.)
@@ -38,6 +37,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "lib/rwsem/mutex.h"
+#include "lib/rwsem/qrwlock.h"
 #include "lib/rwsem/rwsem.h"
 
 #if !defined(RWSEM_BENCH_RWSEM_ONLY)
@@ -149,6 +150,10 @@ struct TbbQueuing {
 #else
 #define RWSEM_BENCH_LOCKS(X)                                                         \
   RWSEM_BENCH_RWSEM_LOCKS(X)                                                         \
+  X(::bench::Plain<::rwsem::QRwLock>, "qrwlock",                                     \
+    "rwsem::QRwLock, the companion queued rwlock (spins, never sleeps)")              \
+  X(::bench::Plain<::rwsem::Mutex>, "mutex",                                         \
+    "rwsem::Mutex, the companion mutex (spinning, waiter spinning, handoff)")         \
   X(::bench::Plain<::bench::PthreadRwlock<PTHREAD_RWLOCK_PREFER_READER_NP>>,         \
     "pthread", "pthread_rwlock_t, glibc default (prefer readers)")                   \
   X(::bench::Plain<                                                                  \
