@@ -223,7 +223,7 @@ class Mutex {
     if (!waiter) {
       const Word owner = L::owner_bits(owner_.load(std::memory_order_relaxed));
       if (owner != 0 && parked(owner)) return false;  // mutex_can_spin_on_owner()
-      if (!osq_.lock(budget_end)) return false;
+      if (!osq_.lock(budget_end, internal::max_spinners())) return false;
     }
     bool taken = false;
     for (unsigned i = 1;; ++i) {

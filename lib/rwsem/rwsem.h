@@ -645,7 +645,7 @@ class BasicRwSemaphore {
   bool optimistic_spin(Word w) {
     const bool wlock = w != 0;
     const std::int64_t budget_end = arch::monotonic_now_ns() + spin_budget_ns();
-    if (!osq_.lock(budget_end)) {
+    if (!osq_.lock(budget_end, internal::max_spinners())) {
       RWSEM_EVENT_INC(opt_fail);
       return false;
     }

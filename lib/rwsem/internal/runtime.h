@@ -18,6 +18,10 @@ std::int64_t handoff_clock_now();
 std::int64_t default_handoff_timeout_ns();
 std::int64_t default_spin_budget_ns();
 
+// How many threads may spin in one lock's spin queue: the CPUs this process
+// may run on, minus one for the owner (0 on one CPU: never spin). Read once.
+unsigned max_spinners();
+
 // Debug mode (DEBUG_RWSEMS): prints what went wrong, where, and who did it,
 // then aborts.
 [[noreturn]] void debug_fail(const char* what, const void* lock,
