@@ -25,6 +25,8 @@ inline constexpr int kMaxReadersWakeup = 256;
 // changes to something it may not spin on, or when the budget is spent.
 // Spinning on a reader-owned lock has the seed's tighter limit on top
 // (10 us + 0.5 us per reader up to 30 readers with waiters, else 25 us).
+// At most one thread per available CPU but one spins on a lock at a time
+// (osq.h says why); on a single CPU nothing spins.
 inline constexpr std::chrono::nanoseconds kDefaultSpinBudget =
     std::chrono::microseconds(50);
 
