@@ -51,7 +51,8 @@ TEST(QRwLock, UnlockClearsOnlyTheWriterByte) {
   // for a moment; simulate it with a reader that is spinning at the head.
   q.lock();
   std::atomic<bool> in{false};
-  std::thread reader([&] {
+  ThreadGroup reader;  // bounded join: a broken lock fails, not hangs
+  reader.spawn([&] {
     q.lock_shared();
     in = true;
     q.unlock_shared();
@@ -127,31 +128,43 @@ TEST(Mutex, OwnerWordNamesTheOwner) {
 // to that waiter instead of releasing it; nobody else can take it in
 // between, however fast they are.
 TEST(Mutex, HandoffGoesToTheFirstWaiter) {
-  rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});  // no spinning
-  m.lock();
-  std::atomic<bool> waiter_owns{false}, release{false};
-  ThreadGroup g;
-  g.spawn([&] {
+  // Repeated: a lock released instead of handed over is caught only if we
+  // try it before the woken waiter does, which we win nearly every time.
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});  // no spinning
     m.lock();
-    waiter_owns = true;
-    while (!release.load()) std::this_thread::yield();
+    std::atomic<bool> waiter_owns{false}, release{false};
+    ThreadGroup g;
+    g.spawn([&] {
+      m.lock();
+      waiter_owns = true;
+      while (!release.load()) std::this_thread::yield();
+      m.unlock();
+    });
+    // Asleep, so that it needs a wake-up before it can take a released
+    // lock: then only a handoff keeps the lock from us.
+    ASSERT_TRUE(eventually(m, [&] { return rwsem::testing::MutexPeer::first_waiter_parked(m); },
+                           "waiter asleep"));
+    ASSERT_TRUE(ML::has_waiters(m.count())) << m.describe();
+    rwsem::testing::MutexPeer::request_handoff(m);
     m.unlock();
-  });
-  ASSERT_TRUE(eventually(m, [&] { return m.queue_length() == 1; }, "waiter queued"));
-  ASSERT_TRUE(ML::has_waiters(m.count())) << m.describe();
-  rwsem::testing::MutexPeer::request_handoff(m);
-  m.unlock();
-  // The lock now belongs to the waiter (PICKUP, or already picked up).
-  const auto w = m.count();
-  EXPECT_NE(ML::owner_bits(w), 0u) << "handoff released the lock instead: " << m.describe();
-  EXPECT_FALSE(m.try_lock()) << "the handed-over lock was stolen: " << m.describe();
-  ASSERT_TRUE(eventually(m, [&] { return waiter_owns.load(); }, "waiter picks the lock up"));
-  EXPECT_FALSE(ML::has_pickup(m.count())) << m.describe();
-  EXPECT_FALSE(ML::has_handoff(m.count())) << m.describe();
-  release = true;
-  g.join();
-  EXPECT_EQ(m.count(), 0u) << m.describe();
-  EXPECT_EQ(m.queue_length(), 0u);
+    // The lock now belongs to the waiter (PICKUP, or already picked up).
+    if (m.try_lock()) {
+      ADD_FAILURE() << "the lock was released instead of handed to the waiter, and we took it";
+      m.unlock();
+      release = true;
+      break;
+    }
+    EXPECT_NE(ML::owner_bits(m.count()), 0u) << m.describe();
+    ASSERT_TRUE(eventually(m, [&] { return waiter_owns.load(); }, "waiter picks the lock up"));
+    EXPECT_FALSE(ML::has_pickup(m.count())) << m.describe();
+    EXPECT_FALSE(ML::has_handoff(m.count())) << m.describe();
+    release = true;
+    g.join();
+    EXPECT_EQ(m.count(), 0u) << m.describe();
+    EXPECT_EQ(m.queue_length(), 0u);
+  }
 }
 
 // A timed waiter that was handed the lock as its deadline passed keeps it:

@@ -405,6 +405,14 @@ struct MutexPeer {
   static void request_handoff(Mutex& m) {
     m.owner_.fetch_or(MutexOwnerLayout::kHandoff, std::memory_order_relaxed);
   }
+  // The first waiter is asleep in its futex wait (not just queued).
+  static bool first_waiter_parked(Mutex& m) {
+    m.wait_lock_.lock();
+    const bool parked = m.head_ != nullptr &&
+                        m.head_->thread->parked.load(std::memory_order_relaxed);
+    m.wait_lock_.unlock();
+    return parked;
+  }
 };
 }  // namespace testing
 
