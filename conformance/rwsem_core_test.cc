@@ -221,11 +221,19 @@ TYPED_TEST(RwsemCore, ReaderHandoffAfterTimeout) {
   using B = typename TestFixture::B;
   rwsem::testing::FakeHandoffClock clock;
   typename TestFixture::Lock sem(rwsem::Options{4ms});
-  std::atomic<bool> r_in{false};
+  std::atomic<bool> r_in{false}, r_release{false};
 
   sem.down_write();
   ThreadGroup g;
-  g.spawn([&] { sem.down_read(); r_in = true; sem.up_read(); });
+  // R keeps its read lock until told: otherwise on a slow target it can be
+  // woken, run and leave before our trylock below, which then rightly
+  // succeeds (seen under QEMU ppc + UBSan).
+  g.spawn([&] {
+    sem.down_read();
+    r_in = true;
+    while (!r_release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    sem.up_read();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R queued"));
 
   Peer::wake(sem);  // as if the lock had been stolen before the timeout
@@ -241,6 +249,9 @@ TYPED_TEST(RwsemCore, ReaderHandoffAfterTimeout) {
   sem.up_write();
   EXPECT_FALSE(sem.down_write_trylock()) << "stole a lock owed to a reader";
   ASSERT_TRUE(eventually(sem, [&] { return r_in.load(); }, "R got the lock"));
+  EXPECT_FALSE(B::has_handoff(sem.count())) << "HANDOFF not cleared: " << sem.describe();
+  EXPECT_EQ(B::reader_count(sem.count()), 1u) << sem.describe();
+  r_release = true;
   g.join();
   EXPECT_EQ(sem.count(), 0u) << "HANDOFF or WAITERS left: " << sem.describe();
 }
