@@ -219,8 +219,9 @@ def collect(a):
             targets.append({"label": label, "status": r["status"], "cached": r["cached"],
                             "seconds": r["seconds"], "tests": len(outcomes), "seeds": seeds,
                             "log": os.path.relpath(log_path, a.out)})
-            if not outcomes:
-                # Not a gtest binary (sh_test): one common entry.
+            if not outcomes and xml is None:
+                # Not a gtest binary (sh_test): one common entry. (A gtest
+                # binary whose filter matched nothing ran no tests.)
                 outcomes = {label: "passed" if passed_status else "failed"}
                 log_tests = {label: {"lines": log_lines, "seeds": seeds}}
             any_failed = False
@@ -375,6 +376,10 @@ def eta_text(a, remaining):
         len(remaining), fmt_secs(total), known)
 
 
+def short_commit(c):
+    return c[:12] + ("-dirty" if c.endswith("-dirty") else "")
+
+
 def fmt_secs(s):
     s = int(s)
     if s < 60:
@@ -477,6 +482,12 @@ def mark(status):
     return {"PASS": "✓", "FAIL": "✗", "NOTRUN": "–"}.get(status, "?")
 
 
+def lay_status(cell, layout):
+    """A layout seen in other cells but not in this one did not run here
+    (a crash before its tests, or a target that lacks it)."""
+    return cell["layouts"].get(layout, {}).get("status", "NOTRUN")
+
+
 def report(a):
     order = a.order.split() if a.order else []
     cells = load_cells(a.out, order)
@@ -499,7 +510,7 @@ def report(a):
     planned = order or [c["id"] for c in cells]
     missing = [i for i in planned if i not in {c["id"] for c in cells}]
     extras = {}
-    for name in ("faults", "remote_cache"):
+    for name in ("report_test", "faults", "remote_cache"):
         rc = getattr(a, name + "_rc")
         if rc is None:
             continue
@@ -507,7 +518,7 @@ def report(a):
         try:
             extras[name] = json.load(open(p))
         except (OSError, ValueError):
-            extras[name] = {"error": "no readable %s" % p}
+            extras[name] = {"error": "no readable %s" % p} if name != "report_test" else {}
         extras[name]["status"] = "PASS" if rc == 0 else "FAIL"
         extras[name]["exit_status"] = rc
     overall = "PASS" if cells and not failed and not missing else "FAIL"
@@ -537,7 +548,7 @@ def report(a):
           "Profile `%s`, stress scale %s, %d/%d cells run, %d failed, wall time %s. "
           "Commit `%s`, %s, on %s (%s CPUs)." % (
               a.profile, a.scale, len(cells), len(planned), len(failed), fmt_secs(a.wall),
-              env["commit"][:12], env["date"], env["machine"]["hostname"], env["machine"]["cpus"]),
+              short_commit(env["commit"]), env["date"], env["machine"]["hostname"], env["machine"]["cpus"]),
           ""]
     if a.layout:
         md += ["Layout filter: only `%s` typed tests ran (`--test_filter=*/%s.*`); "
@@ -553,8 +564,7 @@ def report(a):
             if not c:
                 row.append("n/a")
                 continue
-            lay = " ".join("%s%s" % (l, mark(c["layouts"][l]["status"])) for l in layouts
-                           if l in c["layouts"])
+            lay = " ".join("%s%s" % (l, mark(lay_status(c, l))) for l in layouts)
             row.append("%s %s %ds<br>%s" % ("✅" if c["status"] == "PASS" else "❌", c["status"],
                                             c["seconds"], lay))
         md.append("| " + " | ".join(row) + " |")
@@ -577,6 +587,9 @@ def report(a):
         md += ["## Fault kill matrix (ci/faults)", "",
                "%s: %s killed, %s survived; details in `faults.md`." % (
                    fx.get("status", "?"), fx.get("kills", "?"), fx.get("survivors", "?")), ""]
+    if "report_test" in extras:
+        md += ["Report page check (ci/report_test, headless Chromium on a fixture): %s" %
+               extras["report_test"]["status"], ""]
     if "remote_cache" in extras:
         rc = extras["remote_cache"]
         md += ["## Remote cache check (ci/remote_cache_test)", "",
@@ -644,7 +657,7 @@ def render_html(meta, cells, targets, columns, grid, layouts, extras):
          "<h1>rwsem qualification: <span class='%s' id='overall'>%s</span></h1>" % (meta["overall"], meta["overall"]),
          "<p>Profile <b>%s</b>, stress scale %s, %d/%d cells run, %d failed, wall %s. Commit <code>%s</code>, %s, %s.</p>" % (
              e(meta["profile"]), e(str(meta["stress_scale"])), meta["cells_run"], meta["cells_planned"],
-             meta["cells_failed"], fmt_secs(meta["wall_seconds"]), e(meta["commit"][:12]), e(meta["date"]),
+             meta["cells_failed"], fmt_secs(meta["wall_seconds"]), e(short_commit(meta["commit"])), e(meta["date"]),
              e(meta["machine"]["hostname"])),
          "<p>Click a cell for its failing tests, decoded lock state, log excerpt and replay command. "
          "Layouts: %s.</p>" % e(", ".join(layouts)),
@@ -660,8 +673,8 @@ def render_html(meta, cells, targets, columns, grid, layouts, extras):
                 h.append("<td class='na'>n/a</td>")
                 continue
             chips = "".join("<span class='lay %s' title='%s: %d run, %d failed'>%s</span>" % (
-                c["layouts"][l]["status"], e(l), c["layouts"][l]["run"], c["layouts"][l]["failed"], e(l))
-                for l in layouts if l in c["layouts"])
+                lay_status(c, l), e(l), c["layouts"].get(l, {}).get("run", 0),
+                c["layouts"].get(l, {}).get("failed", 0), e(l)) for l in layouts)
             h.append("<td class='cell %s' data-cell='%s' data-status='%s'><b>%s</b> %ds<br>%s</td>" % (
                 c["status"].lower(), e(c["id"]), c["status"], c["status"], c["seconds"], chips))
         h.append("</tr>")
@@ -724,6 +737,7 @@ def main():
     r.add_argument("--order", default="")
     r.add_argument("--wall", type=int, default=0)
     r.add_argument("--command", default="")
+    r.add_argument("--report-test-rc", type=int, default=None, help="ci/report_test ran, with this status")
     r.add_argument("--faults-rc", type=int, default=None, help="ci/faults ran, with this status")
     r.add_argument("--remote-cache-rc", type=int, default=None,
                    help="ci/remote_cache_test ran, with this status")
