@@ -593,7 +593,8 @@ def report(a):
     if "remote_cache" in extras:
         rc = extras["remote_cache"]
         md += ["## Remote cache check (ci/remote_cache_test)", "",
-               "%s: %s" % (rc.get("status", "?"), rc.get("summary", "")), ""]
+               "%s: %s" % (rc.get("status", "?"), rc.get("summary") or rc.get("error", "")),
+               "", "Log: `remote_cache_test.log`, `remote-cache-test/`.", ""]
     md += ["## Environment", ""]
     for k, v in env["toolchain"].items():
         md.append("- %s: %s" % (k, v))
