@@ -1,0 +1,751 @@
+#!/usr/bin/env python3
+"""Per-cell results and the qualification report for ci/qualify.
+
+ci/qualify stays a thin loop over bazel invocations; everything that reads
+test results lives here (Python 3 standard library only):
+
+  report.py collect ...   after one cell's `bazel test`: reads its Build Event
+                          Protocol file, copies each test's test.xml/test.log
+                          into qualify-out/cells/<cell>/, buckets testcases by
+                          layout and writes cell.json; prints the progress line
+  report.py eta ...       prints the estimate for cells not yet run
+  report.py layouts       reads `corpus_test --gtest_list_tests` on stdin and
+                          prints the layout names of its typed tests
+  report.py report ...    writes report.md, report.json and report.html
+
+Layouts are never listed here: a typed test is named `Suite/<kName>.Test` by
+conformance/lock_types.h, so the part after the suite's last '/' is the
+layout (or lock type). Tests without one go to the "common" bucket.
+"""
+
+import argparse
+import datetime
+import glob
+import html
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.parse
+import xml.etree.ElementTree as ET
+
+COMMON = "common"
+STATUS_ORDER = {"FAIL": 0, "PASS": 1, "NOTRUN": 2}
+SANITIZERS = ["none", "tsan", "asan", "ubsan"]
+# Emulator per target, only to record its version in the report.
+QEMU = {"aarch64": "qemu-aarch64", "ppc64le": "qemu-ppc64le", "ppc64": "qemu-ppc64",
+        "ppc": "qemu-ppc", "i386": "qemu-i386", "armv7": "qemu-arm",
+        "s390x": "qemu-s390x", "riscv64": "qemu-riscv64"}
+STATE_RE = re.compile(r"readers=|writer=|WATCHDOG|lock rwsem|^\s*lock |waiters|handoff|"
+                      r"seed[:=]|ThreadGroup:|ThreadSanitizer|AddressSanitizer|runtime error|"
+                      r"Failure$|Expected|Which is|Value of|Actual|uncaught target signal|Aborted")
+SEED_RE = re.compile(r"(?:\bseed=|RWSEM_SEED=)(\d+)")
+RUN_RE = re.compile(r"^\[ RUN +\] (\S+)")
+END_RE = re.compile(r"^\[ +(OK|FAILED|SKIPPED) +\] (\S+?)(?:,| \(| *$)")
+
+
+def layout_of(test):
+    """'RwsemCore/merged.WakeBatch' -> 'merged'; 'LockSize.Foo' -> common.
+
+    Value-parameterized names ('Prefix/Suite.Test/3') and Bazel's own
+    testcase for non-gtest tests ('conformance/x_test') have a '/' after the
+    dot (or no dot) and are common too."""
+    suite, dot, name = test.partition(".")
+    if dot and "/" in suite and "/" not in name:
+        return suite.rsplit("/", 1)[1]
+    return COMMON
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def parse_log(path):
+    """gtest's console output: test -> {'outcome', 'lines'}; plus seeds."""
+    tests, order, seeds = {}, [], []
+    current = None
+    try:
+        text = open(path, errors="replace").read()
+    except OSError:
+        return tests, order, seeds, []
+    lines = text.splitlines()
+    for line in lines:
+        for s in SEED_RE.findall(line):
+            if s not in seeds:
+                seeds.append(s)
+        m = RUN_RE.match(line)
+        if m:
+            current = m.group(1)
+            tests[current] = {"outcome": "crashed", "lines": [line], "seeds": []}
+            order.append(current)
+            continue
+        m = END_RE.match(line)
+        if m and m.group(2) in tests and tests[m.group(2)]["outcome"] == "crashed":
+            t = tests[m.group(2)]
+            t["outcome"] = {"OK": "passed", "FAILED": "failed", "SKIPPED": "skipped"}[m.group(1)]
+            t["lines"].append(line)
+            current = None
+            continue
+        if current is not None:
+            tests[current]["lines"].append(line)
+            for s in SEED_RE.findall(line):
+                if s not in tests[current]["seeds"]:
+                    tests[current]["seeds"].append(s)
+    return tests, order, seeds, lines
+
+
+def parse_xml(path):
+    """gtest's JUnit XML: test -> outcome, or None if Bazel wrote the XML
+    itself (non-gtest test, or a gtest binary that died before writing)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    if root.get("name") != "AllTests":
+        return None
+    out = {}
+    for tc in root.iter("testcase"):
+        name = "%s.%s" % (tc.get("classname", ""), tc.get("name", ""))
+        if tc.find("failure") is not None or tc.find("error") is not None:
+            out[name] = "failed"
+        elif tc.get("status") == "notrun" or tc.get("result") in ("skipped", "suppressed") \
+                or tc.find("skipped") is not None:
+            out[name] = "skipped"
+        else:
+            out[name] = "passed"
+    return out
+
+
+def read_bep(path):
+    """Test results of one bazel invocation: label -> dict."""
+    results, summaries, build_failed = {}, {}, []
+    try:
+        fh = open(path)
+    except OSError:
+        return results, summaries, build_failed
+    for line in fh:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        eid = ev.get("id", {})
+        if "testResult" in eid and "testResult" in ev:
+            label = eid["testResult"]["label"]
+            tr = ev["testResult"]
+            files = {o["name"]: urllib.parse.unquote(urllib.parse.urlparse(o["uri"]).path)
+                     for o in tr.get("testActionOutput", []) if o.get("uri", "").startswith("file:")}
+            info = tr.get("executionInfo", {})
+            results.setdefault(label, []).append({
+                "status": tr.get("status", "UNKNOWN"),
+                "files": files,
+                "cached": bool(tr.get("cachedLocally") or info.get("cachedRemotely")),
+                "seconds": int(tr.get("testAttemptDurationMillis", 0)) / 1000.0,
+                "shard": eid["testResult"].get("shard", 1),
+                "attempt": eid["testResult"].get("attempt", 1),
+            })
+        elif "testSummary" in eid and "testSummary" in ev:
+            summaries[eid["testSummary"]["label"]] = ev["testSummary"].get("overallStatus", "UNKNOWN")
+        elif "targetCompleted" in eid and ev.get("completed", {}).get("success") is False:
+            build_failed.append(eid["targetCompleted"]["label"])
+        elif "targetCompleted" in eid and "aborted" in ev:
+            build_failed.append(eid["targetCompleted"]["label"])
+    return results, summaries, build_failed
+
+
+def excerpt(lines, head=15, tail=60):
+    if len(lines) <= head + tail:
+        return lines
+    return lines[:head] + ["... (%d lines omitted) ..." % (len(lines) - head - tail)] + lines[-tail:]
+
+
+def shell_quote(s):
+    if re.fullmatch(r"[A-Za-z0-9_@%+=:,./*-]+", s):
+        return s
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def replay_command(flags, label, test, seeds):
+    words = ["bazel", "test"] + flags.split()
+    words = [w for w in words if not w.startswith("--test_filter=")]
+    if test and test != label:
+        words.append("--test_filter=" + test)
+    if seeds:
+        words.append("--test_env=RWSEM_SEED=" + seeds[0])
+    words.append(label)
+    return " ".join(shell_quote(w) for w in words)
+
+
+# ---------------------------------------------------------------- collect
+
+
+def collect(a):
+    cell_dir = os.path.join(a.out, "cells", a.cell)
+    os.makedirs(cell_dir, exist_ok=True)
+    results, summaries, build_failed = read_bep(a.bep)
+    layouts = {}
+    failures = []
+    targets = []
+
+    def bucket(name):
+        return layouts.setdefault(name, {"status": "NOTRUN", "run": 0, "failed": 0, "skipped": 0,
+                                         "failed_tests": [], "seeds": []})
+
+    for label in sorted(results):
+        for r in results[label]:
+            sub = label.lstrip("/").replace(":", "/")
+            if r["shard"] != 1 or r["attempt"] != 1:
+                sub += "/shard%d_attempt%d" % (r["shard"], r["attempt"])
+            dest = os.path.join(cell_dir, "testlogs", sub)
+            os.makedirs(dest, exist_ok=True)
+            for name, src in r["files"].items():
+                if name in ("test.log", "test.xml") and os.path.exists(src):
+                    shutil.copyfile(src, os.path.join(dest, name))
+            log_path = os.path.join(dest, "test.log")
+            log_tests, order, seeds, log_lines = parse_log(log_path)
+            xml = parse_xml(os.path.join(dest, "test.xml"))
+            if xml:
+                outcomes = dict(xml)
+                # A test gtest started but whose end the log never shows
+                # (crash, timeout) is not in the XML; the log knows it.
+                for t in order:
+                    if t not in outcomes:
+                        outcomes[t] = log_tests[t]["outcome"]
+            else:
+                outcomes = {t: log_tests[t]["outcome"] for t in order}
+            passed_status = r["status"] == "PASSED"
+            targets.append({"label": label, "status": r["status"], "cached": r["cached"],
+                            "seconds": r["seconds"], "tests": len(outcomes), "seeds": seeds,
+                            "log": os.path.relpath(log_path, a.out)})
+            if not outcomes and xml is None:
+                # Not a gtest binary (sh_test): one common entry. (A gtest
+                # binary whose filter matched nothing ran no tests.)
+                outcomes = {label: "passed" if passed_status else "failed"}
+                log_tests = {label: {"lines": log_lines, "seeds": seeds}}
+            any_failed = False
+            for test, outcome in outcomes.items():
+                b = bucket(layout_of(test))
+                for s in seeds:
+                    if s not in b["seeds"]:
+                        b["seeds"].append(s)
+                if outcome == "skipped":
+                    b["skipped"] += 1
+                    continue
+                b["run"] += 1
+                if b["status"] == "NOTRUN":
+                    b["status"] = "PASS"
+                if outcome in ("failed", "crashed"):
+                    any_failed = True
+                    b["failed"] += 1
+                    b["status"] = "FAIL"
+                    b["failed_tests"].append(test)
+                    lines = log_tests.get(test, {}).get("lines") or log_lines
+                    tseeds = log_tests.get(test, {}).get("seeds") or seeds
+                    failures.append({
+                        "test": test, "layout": layout_of(test), "label": label,
+                        "how": "crashed or timed out" if outcome == "crashed" else "failed",
+                        "target_status": r["status"],
+                        "state": [l for l in lines if STATE_RE.search(l)][:40],
+                        "excerpt": excerpt(lines),
+                        "seeds": tseeds,
+                        "replay": replay_command(a.flags, label, test if test != label else "", tseeds),
+                        "log": os.path.relpath(log_path, a.out),
+                    })
+            if not passed_status and not any_failed:
+                # Every testcase passed but the test did not (a sanitizer
+                # report at exit, a crash after the last test, a timeout
+                # between tests): never let that read as a pass.
+                b = bucket(COMMON)
+                b["run"] += 1
+                b["failed"] += 1
+                b["status"] = "FAIL"
+                b["failed_tests"].append("%s (%s)" % (label, r["status"]))
+                failures.append({
+                    "test": label, "layout": COMMON, "label": label,
+                    "how": "test target %s after its testcases passed" % r["status"],
+                    "target_status": r["status"],
+                    "state": [l for l in log_lines if STATE_RE.search(l)][-40:],
+                    "excerpt": excerpt(log_lines, 5, 60), "seeds": seeds,
+                    "replay": replay_command(a.flags, label, "", seeds),
+                    "log": os.path.relpath(log_path, a.out),
+                })
+    bazel_errors = []
+    for label in sorted(set(build_failed) - set(results)):
+        bazel_errors.append("%s did not build" % label)
+    if a.rc != 0 and not failures:
+        try:
+            out_lines = open(a.bazel_log, errors="replace").read().splitlines()
+        except (OSError, TypeError):
+            out_lines = []
+        errs = [l for l in out_lines if re.search(r"^(ERROR|FAIL)|error:|FAILED|TIMEOUT", l)]
+        bazel_errors.append("bazel test exited with status %d" % a.rc)
+        b = bucket(COMMON)
+        b["status"] = "FAIL"
+        b["failed"] += 1
+        b["failed_tests"].append("bazel (exit %d)" % a.rc)
+        failures.append({"test": "bazel test (exit %d)" % a.rc, "layout": COMMON, "label": "",
+                         "how": "build or infrastructure failure", "target_status": "",
+                         "state": errs[:40], "excerpt": excerpt(out_lines, 5, 60), "seeds": [],
+                         "replay": replay_command(a.flags, a.what, "", []),
+                         "log": os.path.relpath(a.bazel_log, a.out) if a.bazel_log else ""})
+    status = "PASS" if a.rc == 0 and not failures else "FAIL"
+    cell = {
+        "id": a.cell, "target": a.target, "sanitizer": a.sanitizer, "spin": a.spin,
+        "layout_filter": a.layout or None, "profile": a.profile, "stress_scale": a.scale,
+        "flags": a.flags, "what": a.what,
+        "command": "bazel test %s %s" % (a.flags, a.what), "rc": a.rc,
+        "status": status, "seconds": a.seconds,
+        "started": a.started, "bazel_log": os.path.relpath(a.bazel_log, a.out) if a.bazel_log else "",
+        "layouts": dict(sorted(layouts.items(), key=lambda kv: (kv[0] == COMMON, kv[0]))),
+        "targets": targets, "failures": failures, "bazel_errors": bazel_errors,
+        "tests_run": sum(b["run"] for b in layouts.values()),
+        "tests_failed": sum(b["failed"] for b in layouts.values()),
+        "tests_cached": sum(1 for t in targets if t["cached"]),
+    }
+    with open(os.path.join(cell_dir, "cell.json"), "w") as f:
+        json.dump(cell, f, indent=1)
+    record_duration(a, cell)
+    lays = " ".join("%s=%s" % (k, v["status"]) for k, v in cell["layouts"].items()) or "no tests"
+    line = "%-30s %s %5ds  %s" % (a.cell, status, a.seconds, lays)
+    if cell["tests_cached"]:
+        line += "  (%d test results from cache)" % cell["tests_cached"]
+    if a.remaining is not None:
+        line += "  | " + eta_text(a, a.remaining.split())
+    print(line)
+    for fl in failures[:5]:
+        print("    FAIL %s (%s)" % (fl["test"], fl["how"]))
+        for l in fl["state"][:6]:
+            print("      " + l.strip()[:160])
+        print("      replay: " + fl["replay"])
+
+
+# ---------------------------------------------------------------- ETA
+
+
+def durations_paths(a):
+    return [os.path.join(a.out, "durations.json"), os.path.join(a.cache_dir, "durations.json")]
+
+
+def load_durations(a):
+    merged = {}
+    for p in reversed(durations_paths(a)):  # qualify-out wins over the cache dir
+        try:
+            merged.update(json.load(open(p)))
+        except (OSError, ValueError):
+            pass
+    return merged
+
+
+def duration_key(a, cell):
+    return "%s|scale=%s|layout=%s" % (cell, a.scale, a.layout or "*")
+
+
+def record_duration(a, cell):
+    d = load_durations(a)
+    d[duration_key(a, a.cell)] = a.seconds
+    for p in durations_paths(a):
+        try:
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            tmp = p + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(d, f, indent=1, sort_keys=True)
+            os.replace(tmp, p)
+        except OSError:
+            pass
+
+
+def eta_text(a, remaining):
+    if not remaining:
+        return "done"
+    d = load_durations(a)
+    suffix = "|scale=%s|layout=%s" % (a.scale, a.layout or "*")
+    same = [v for k, v in d.items() if k.endswith(suffix)]
+    default = sum(same) / len(same) if same else 90
+    known = 0
+    total = 0
+    for c in remaining:
+        v = d.get(duration_key(a, c))
+        if v is not None:
+            known += 1
+            total += v
+        else:
+            total += default
+    return "%d cell(s) left, ETA ~%s (%d of them timed in an earlier run)" % (
+        len(remaining), fmt_secs(total), known)
+
+
+def short_commit(c):
+    return c[:12] + ("-dirty" if c.endswith("-dirty") else "")
+
+
+def fmt_secs(s):
+    s = int(s)
+    if s < 60:
+        return "%ds" % s
+    if s < 3600:
+        return "%dm%02ds" % (s // 60, s % 60)
+    return "%dh%02dm" % (s // 3600, (s % 3600) // 60)
+
+
+def eta(a):
+    print(eta_text(a, a.remaining.split()))
+
+
+# ---------------------------------------------------------------- layouts
+
+
+def layouts_from_listing(_a):
+    names, suite = [], None
+    for line in sys.stdin:
+        if not line.startswith(" ") and line.strip():
+            suite = line.split()[0].rstrip(".")
+            if "/" in suite:
+                n = suite.rsplit("/", 1)[1]
+                if n not in names:
+                    names.append(n)
+    print(" ".join(names))
+
+
+# ---------------------------------------------------------------- report
+
+
+def run_first_line(cmd):
+    try:
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             universal_newlines=True, timeout=60).stdout
+        return out.strip().splitlines()[0] if out.strip() else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "not available"
+
+
+def bazel_version():
+    try:
+        out = subprocess.run(["bazel", "version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "not available"
+    for line in out.splitlines():
+        if line.startswith("Build label:"):
+            return "bazel " + line.split(":", 1)[1].strip()
+    # Debian's bazel-bootstrap is built without a version label.
+    pkg = run_first_line(["dpkg-query", "-W", "-f=${Version}", "bazel-bootstrap"])
+    return "bazel (Debian bazel-bootstrap %s)" % pkg
+
+
+def environment(targets):
+    tools = {"clang": run_first_line(["clang-19", "--version"]),
+             "bazel": bazel_version(),
+             "python": platform.python_version()}
+    for t in targets:
+        if t in QEMU:
+            tools[QEMU[t]] = run_first_line([QEMU[t], "--version"])
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], stdout=subprocess.PIPE,
+                                universal_newlines=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+    except OSError:
+        commit, dirty = "?", ""
+    cpu = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"toolchain": tools, "commit": commit + ("-dirty" if dirty else ""),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "machine": {"hostname": socket.gethostname(), "uname": " ".join(platform.uname()),
+                        "cpus": os.cpu_count(), "cpu": cpu}}
+
+
+def column_key(c):
+    return (SANITIZERS.index(c[0]) if c[0] in SANITIZERS else 99, 0 if c[1] == "on" else 1)
+
+
+def load_cells(out, order):
+    cells = []
+    for p in glob.glob(os.path.join(out, "cells", "*", "cell.json")):
+        try:
+            cells.append(json.load(open(p)))
+        except (OSError, ValueError):
+            pass
+    rank = {c: i for i, c in enumerate(order)}
+    cells.sort(key=lambda c: rank.get(c["id"], len(rank)))
+    return cells
+
+
+def mark(status):
+    return {"PASS": "✓", "FAIL": "✗", "NOTRUN": "–"}.get(status, "?")
+
+
+def lay_status(cell, layout):
+    """A layout seen in other cells but not in this one did not run here
+    (a crash before its tests, or a target that lacks it)."""
+    return cell["layouts"].get(layout, {}).get("status", "NOTRUN")
+
+
+def report(a):
+    order = a.order.split() if a.order else []
+    cells = load_cells(a.out, order)
+    targets = []
+    for c in cells:
+        if c["target"] not in targets:
+            targets.append(c["target"])
+    columns = sorted({(c["sanitizer"], c["spin"]) for c in cells}, key=column_key)
+    grid = {(c["target"], c["sanitizer"], c["spin"]): c for c in cells}
+    env = environment(targets)
+    layouts = []
+    for c in cells:
+        for l in c["layouts"]:
+            if l not in layouts and l != COMMON:
+                layouts.append(l)
+    layouts.sort()
+    if any(COMMON in c["layouts"] for c in cells):
+        layouts.append(COMMON)
+    failed = [c for c in cells if c["status"] != "PASS"]
+    planned = order or [c["id"] for c in cells]
+    missing = [i for i in planned if i not in {c["id"] for c in cells}]
+    extras = {}
+    for name in ("report_test", "faults", "remote_cache"):
+        rc = getattr(a, name + "_rc")
+        if rc is None:
+            continue
+        p = os.path.join(a.out, name + ".json")
+        try:
+            extras[name] = json.load(open(p))
+        except (OSError, ValueError):
+            extras[name] = {"error": "no readable %s" % p} if name != "report_test" else {}
+        extras[name]["status"] = "PASS" if rc == 0 else "FAIL"
+        extras[name]["exit_status"] = rc
+    overall = "PASS" if cells and not failed and not missing else "FAIL"
+    for name, e in extras.items():
+        if e.get("status", "PASS") != "PASS":
+            overall = "FAIL"
+    meta = dict(env, profile=a.profile, stress_scale=a.scale, wall_seconds=a.wall,
+                layout_filter=a.layout or None, overall=overall, cells_planned=len(planned),
+                cells_run=len(cells), cells_failed=len(failed), cells_missing=missing,
+                layouts=layouts, command=a.command)
+
+    # ---- report.json: per cell, and flat per (cell, layout) records
+    records = []
+    for c in cells:
+        for lname, b in c["layouts"].items():
+            records.append({"target": c["target"], "layout": lname, "sanitizer": c["sanitizer"],
+                            "spin": c["spin"], "status": b["status"], "tests_run": b["run"],
+                            "tests_failed": b["failed"], "failed_tests": b["failed_tests"],
+                            "duration_seconds": c["seconds"], "seeds": b["seeds"],
+                            "cell": c["id"], "toolchain": env["toolchain"], "commit": env["commit"],
+                            "date": env["date"], "machine": env["machine"]})
+    with open(os.path.join(a.out, "report.json"), "w") as f:
+        json.dump({"meta": meta, "results": records, "cells": cells, **extras}, f, indent=1)
+
+    # ---- report.md
+    md = ["# rwsem qualification: %s" % overall, "",
+          "Profile `%s`, stress scale %s, %d/%d cells run, %d failed, wall time %s. "
+          "Commit `%s`, %s, on %s (%s CPUs)." % (
+              a.profile, a.scale, len(cells), len(planned), len(failed), fmt_secs(a.wall),
+              short_commit(env["commit"]), env["date"], env["machine"]["hostname"], env["machine"]["cpus"]),
+          ""]
+    if a.layout:
+        md += ["Layout filter: only `%s` typed tests ran (`--test_filter=*/%s.*`); "
+               "the common bucket holds only tests that ignore gtest filters." % (a.layout, a.layout), ""]
+    md += ["Each cell: status, seconds, then per layout (" + ", ".join(layouts) +
+           "): ✓ pass, ✗ fail, – not run.", ""]
+    md.append("| target | " + " | ".join("%s, spin %s" % col for col in columns) + " |")
+    md.append("|---|" + "---|" * len(columns))
+    for t in targets:
+        row = ["**%s**" % t]
+        for (san, spin) in columns:
+            c = grid.get((t, san, spin))
+            if not c:
+                row.append("n/a")
+                continue
+            lay = " ".join("%s%s" % (l, mark(lay_status(c, l))) for l in layouts)
+            row.append("%s %s %ds<br>%s" % ("✅" if c["status"] == "PASS" else "❌", c["status"],
+                                            c["seconds"], lay))
+        md.append("| " + " | ".join(row) + " |")
+    md.append("")
+    if missing:
+        md += ["Not run (interrupted or not reached): " + ", ".join(missing), ""]
+    if failed:
+        md += ["## Failures", ""]
+        for c in failed:
+            for fl in c["failures"]:
+                md.append("- **%s** `%s` (%s, layout %s)" % (c["id"], fl["test"], fl["how"], fl["layout"]))
+                for l in fl["state"][:8]:
+                    md.append("    - `%s`" % l.strip()[:200].replace("`", "'"))
+                md.append("    - replay: `%s`" % fl["replay"])
+                if fl.get("log"):
+                    md.append("    - log: `%s/%s`" % (a.out, fl["log"]))
+        md.append("")
+    if "faults" in extras:
+        fx = extras["faults"]
+        md += ["## Fault kill matrix (ci/faults)", "",
+               "%s: %s killed, %s survived; details in `faults.md`." % (
+                   fx.get("status", "?"), fx.get("kills", "?"), fx.get("survivors", "?")), ""]
+    if "report_test" in extras:
+        md += ["Report page check (ci/report_test, headless Chromium on a fixture): %s" %
+               extras["report_test"]["status"], ""]
+    if "remote_cache" in extras:
+        rc = extras["remote_cache"]
+        md += ["## Remote cache check (ci/remote_cache_test)", "",
+               "%s: %s" % (rc.get("status", "?"), rc.get("summary") or rc.get("error", "")),
+               "", "Log: `remote_cache_test.log`, `remote-cache-test/`.", ""]
+    md += ["## Environment", ""]
+    for k, v in env["toolchain"].items():
+        md.append("- %s: %s" % (k, v))
+    md.append("- machine: %s" % env["machine"]["uname"])
+    md.append("- cpu: %s" % env["machine"]["cpu"])
+    md.append("")
+    md.append("Per-cell logs: `%s/cells/<cell>/` (bazel.log, testlogs/**/test.log, test.xml)." % a.out)
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+
+    # ---- report.html
+    with open(os.path.join(a.out, "report.html"), "w") as f:
+        f.write(render_html(meta, cells, targets, columns, grid, layouts, extras))
+    print("%s: %d/%d cells, %d failed; %s/report.md, report.json, report.html" % (
+        overall, len(cells), len(planned), len(failed), a.out))
+    return 0
+
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+h1 .PASS{color:#1a7f37} h1 .FAIL{color:#cf222e}
+table.grid{border-collapse:collapse;margin:1em 0}
+.grid th,.grid td{border:1px solid #999;padding:4px 8px;text-align:center;vertical-align:top}
+.grid th.row{text-align:left}
+td.cell{cursor:pointer;min-width:8em}
+td.cell.pass{background:rgb(204,255,204)} td.cell.fail{background:rgb(255,170,170)}
+td.na{background:rgb(230,230,230);color:#777}
+td.cell.selected{outline:3px solid #0969da}
+.lay{display:inline-block;font-size:11px;padding:0 3px;margin:1px;border-radius:3px}
+.lay.PASS{background:rgb(120,200,120)} .lay.FAIL{background:rgb(220,60,60);color:#fff}
+.lay.NOTRUN{background:#ccc}
+#detail{border:1px solid #999;padding:.5em 1em;background:#fafafa}
+pre{background:#222;color:#eee;padding:.5em;overflow:auto;max-height:30em;font-size:12px}
+pre.state{background:#3b1f1f} code.replay{display:block;background:#eef;padding:.3em;white-space:pre-wrap}
+"""
+
+JS = r"""
+function show(td){
+  document.querySelectorAll('td.cell.selected').forEach(function(x){x.classList.remove('selected');});
+  td.classList.add('selected');
+  var d=document.getElementById('detail');
+  d.innerHTML=document.getElementById('ex-'+td.dataset.cell).innerHTML;
+  d.dataset.cell=td.dataset.cell;
+  d.hidden=false;
+}
+document.querySelectorAll('td.cell').forEach(function(td){
+  td.addEventListener('click',function(){show(td);});
+  // Computed colours land in the DOM, so a --dump-dom check sees what is painted.
+  td.dataset.bg=getComputedStyle(td).backgroundColor;
+});
+var open=new URLSearchParams(location.search).get('open');
+if(open){var t=document.querySelector('td.cell[data-cell="'+open+'"]'); if(t) t.click();}
+document.body.dataset.ready='1';
+"""
+
+
+def render_html(meta, cells, targets, columns, grid, layouts, extras):
+    e = html.escape
+    h = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>rwsem qualification</title>",
+         "<style>%s</style></head><body>" % CSS,
+         "<h1>rwsem qualification: <span class='%s' id='overall'>%s</span></h1>" % (meta["overall"], meta["overall"]),
+         "<p>Profile <b>%s</b>, stress scale %s, %d/%d cells run, %d failed, wall %s. Commit <code>%s</code>, %s, %s.</p>" % (
+             e(meta["profile"]), e(str(meta["stress_scale"])), meta["cells_run"], meta["cells_planned"],
+             meta["cells_failed"], fmt_secs(meta["wall_seconds"]), e(short_commit(meta["commit"])), e(meta["date"]),
+             e(meta["machine"]["hostname"])),
+         "<p>Click a cell for its failing tests, decoded lock state, log excerpt and replay command. "
+         "Layouts: %s.</p>" % e(", ".join(layouts)),
+         "<table class='grid' id='grid'><tr><th>target</th>"]
+    for san, spin in columns:
+        h.append("<th>%s<br>spin %s</th>" % (e(san), e(spin)))
+    h.append("</tr>")
+    for t in targets:
+        h.append("<tr><th class='row'>%s</th>" % e(t))
+        for san, spin in columns:
+            c = grid.get((t, san, spin))
+            if not c:
+                h.append("<td class='na'>n/a</td>")
+                continue
+            chips = "".join("<span class='lay %s' title='%s: %d run, %d failed'>%s</span>" % (
+                lay_status(c, l), e(l), c["layouts"].get(l, {}).get("run", 0),
+                c["layouts"].get(l, {}).get("failed", 0), e(l)) for l in layouts)
+            h.append("<td class='cell %s' data-cell='%s' data-status='%s'><b>%s</b> %ds<br>%s</td>" % (
+                c["status"].lower(), e(c["id"]), c["status"], c["status"], c["seconds"], chips))
+        h.append("</tr>")
+    h.append("</table>")
+    h.append("<div id='detail' hidden></div>")
+    for c in cells:
+        d = ["<h2>%s: %s (%ds)</h2>" % (e(c["id"]), c["status"], c["seconds"]),
+             "<p>Command: <code class='replay'>%s</code></p>" % e(c["command"]),
+             "<table class='grid'><tr><th>layout</th><th>status</th><th>run</th><th>failed</th><th>seeds</th></tr>"]
+        for l, b in c["layouts"].items():
+            d.append("<tr><td>%s</td><td class='lay %s'>%s</td><td>%d</td><td>%d</td><td>%s</td></tr>" % (
+                e(l), b["status"], b["status"], b["run"], b["failed"], e(" ".join(b["seeds"]))))
+        d.append("</table>")
+        for fl in c["failures"]:
+            d.append("<div class='failure'><h3 class='failed-test'>%s</h3><p>%s; layout %s; %s</p>" % (
+                e(fl["test"]), e(fl["how"]), e(fl["layout"]), e(fl.get("log", ""))))
+            if fl["state"]:
+                d.append("<p>Lock state and failure lines:</p><pre class='state'>%s</pre>" % e("\n".join(fl["state"])))
+            d.append("<p>Replay:</p><code class='replay'>%s</code>" % e(fl["replay"]))
+            d.append("<p>Log excerpt:</p><pre class='excerpt'>%s</pre></div>" % e("\n".join(fl["excerpt"])))
+        if not c["failures"]:
+            d.append("<p>No failures. %d tests run, %d results from cache.</p>" % (c["tests_run"], c["tests_cached"]))
+        h.append("<template id='ex-%s'>%s</template>" % (e(c["id"]), "".join(d)))
+    for name, x in extras.items():
+        h.append("<h2>%s</h2><pre>%s</pre>" % (e(name), e(json.dumps(x, indent=1)[:4000])))
+    h.append("<h2>Environment</h2><ul>")
+    for k, v in meta["toolchain"].items():
+        h.append("<li>%s: %s</li>" % (e(k), e(v)))
+    h.append("<li>machine: %s</li></ul>" % e(meta["machine"]["uname"]))
+    h.append("<script>%s</script></body></html>\n" % JS)
+    return "".join(h)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out", default="qualify-out")
+    common.add_argument("--cache-dir", default=os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rwsem-qualify"))
+    common.add_argument("--scale", default="1")
+    common.add_argument("--layout", default="")
+    c = sub.add_parser("collect", parents=[common])
+    for k in ("cell", "target", "sanitizer", "spin", "bep", "flags", "what"):
+        c.add_argument("--" + k, required=True)
+    c.add_argument("--profile", default="full")
+    c.add_argument("--rc", type=int, required=True)
+    c.add_argument("--seconds", type=int, required=True)
+    c.add_argument("--started", default="")
+    c.add_argument("--bazel-log", default="")
+    c.add_argument("--remaining", default=None)
+    c.set_defaults(fn=collect)
+    t = sub.add_parser("eta", parents=[common])
+    t.add_argument("--remaining", default="")
+    t.set_defaults(fn=eta)
+    l = sub.add_parser("layouts")
+    l.set_defaults(fn=layouts_from_listing)
+    r = sub.add_parser("report", parents=[common])
+    r.add_argument("--profile", default="full")
+    r.add_argument("--order", default="")
+    r.add_argument("--wall", type=int, default=0)
+    r.add_argument("--command", default="")
+    r.add_argument("--report-test-rc", type=int, default=None, help="ci/report_test ran, with this status")
+    r.add_argument("--faults-rc", type=int, default=None, help="ci/faults ran, with this status")
+    r.add_argument("--remote-cache-rc", type=int, default=None,
+                   help="ci/remote_cache_test ran, with this status")
+    r.set_defaults(fn=report)
+    a = p.parse_args()
+    sys.exit(a.fn(a) or 0)
+
+
+if __name__ == "__main__":
+    main()
