@@ -127,10 +127,10 @@ ThreadRecord& current_thread_slow() {
 // 1 ms: a thread that changes its policy is treated by the new one within a
 // millisecond.
 bool current_thread_is_realtime() {
-  thread_local std::int64_t checked_ns = INT64_MIN;
+  thread_local std::int64_t checked_ns = -1;  // monotonic time is never negative
   thread_local bool rt = false;
   const std::int64_t now = arch::monotonic_now_ns();
-  if (now - checked_ns > 1000000 || now < checked_ns) {
+  if (checked_ns < 0 || now - checked_ns > 1000000 || now < checked_ns) {
     const int policy = sched_getscheduler(0);
     rt = policy == SCHED_FIFO || policy == SCHED_RR;
     checked_ns = now;
