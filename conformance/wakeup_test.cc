@@ -41,6 +41,10 @@ TYPED_TEST(Wakeup, TheOneUnlockWakesTheWaiter) {
   for (int spin = 0; spin < 2; ++spin) {
     const auto lock = make_lock<TypeParam>(spin == 1);
     TypeParam& m = *lock;
+    // The main thread's own lock calls are not bounded by the hang guard;
+    // the watchdog aborts with the lock state if a round stops moving.
+    Watchdog dog(std::string("wakeup ") + TypeParam::kName, Watchdog::default_limit());
+    dog.add_lock(TypeParam::kName, [&] { return lock_state(m); });
     std::atomic<int> turn{-1}, done{-1};
     std::atomic<bool> waiter_reads{false};
     ThreadGroup g;
@@ -72,6 +76,7 @@ TYPED_TEST(Wakeup, TheOneUnlockWakesTheWaiter) {
       ASSERT_TRUE(eventually(m, [&] { return done.load(std::memory_order_acquire) == r; },
                              "the waiter woken by the one unlock"))
           << "round " << r << (spin ? ", spinning" : ", spinning off") << ", seed " << seed;
+      dog.progress();
     }
     g.join();
     EXPECT_EQ(m.count(), 0u) << m.describe();
