@@ -394,7 +394,9 @@ class Mutex {
   internal::SpinQueue osq_;
   Waiter* head_ = nullptr;  // wait list, oldest first; under wait_lock_
   Waiter* tail_ = nullptr;
-  std::atomic<Waiter*> first_{nullptr};  // copy of head_ for is_first()
+  // Copy of head_ for is_first(), stored under wait_lock_; relaxed loads
+  // and stores: a hint, never dereferenced, only compared.
+  std::atomic<Waiter*> first_{nullptr};
 };
 
 namespace testing {

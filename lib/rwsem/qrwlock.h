@@ -194,6 +194,8 @@ class QRwLock {
   class TicketLock {
    public:
     void lock() {
+      // relaxed: a ticket number orders nothing; the acquire load of
+      // serving_ below is what orders us after the previous holder.
       const std::uint16_t me = next_.fetch_add(1, std::memory_order_relaxed);
       internal::SpinWait w;
       // acquire pairs with the release store in unlock().
