@@ -47,6 +47,11 @@
 // waiter's try sees the unlocked (or handed-over) word, or the waker sees
 // kAsleep and wakes it. futex_wait sleeps only while the word still says
 // kAsleep, so a wake-up that lands first is not lost either.
+//
+// Relaxed loads of the owner word are pre-checks and spin hints: the
+// cmpxchg that follows decides, and carries the acquire or release. Reads
+// made under the wait lock (give_up(), hand_over()) are ordered against
+// every handoff by that lock, since hand_over() runs under it too.
 #ifndef RWSEM_LIB_MUTEX_H_
 #define RWSEM_LIB_MUTEX_H_
 

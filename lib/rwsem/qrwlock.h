@@ -30,7 +30,9 @@
 // Memory ordering: every acquisition ends with an acquire operation on the
 // lock word, every release is a release operation on it; the pairs are
 // named at each operation. The ticket lock orders waiters only; it is never
-// what orders one critical section before the next.
+// what orders one critical section before the next. Relaxed loads of the
+// word are only pre-checks: the RMW that follows each of them decides, and
+// carries the ordering.
 #ifndef RWSEM_LIB_QRWLOCK_H_
 #define RWSEM_LIB_QRWLOCK_H_
 
