@@ -27,7 +27,9 @@
   X(opt_rlock, "read locks acquired by optimistic spinning")              \
   X(opt_wlock, "write locks acquired by optimistic spinning")             \
   X(opt_fail, "optimistic spins that gave up")                            \
-  X(opt_nospin, "reader-owned spins that set NONSPINNABLE")
+  X(opt_nospin, "reader-owned spins that set NONSPINNABLE")              \
+  X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")  \
+  X(wlock_handoff_timer, "queued writers woken by their handoff deadline")
 
 namespace rwsem {
 

@@ -32,21 +32,15 @@
 //
 // Not missing a wake-up (seed 002 patch 3)
 // ----------------------------------------
-// A waiter arms its sleep word (kAsleep) *before* it looks at the owner
-// word, and the waker changes the owner word *before* it reads the sleep
-// word:
+// A waiter arms its record's sleep word (internal::arm()) *before* it looks
+// at the owner word, and the waker changes the owner word *before* it reads
+// the sleep word (internal::unpark()); thread_record.h draws the diagram
+// and says why the two seq_cst fences make one side see the other.
 //
-//     waiter                          unlock()
-//     [S]   sleep = kAsleep           [RmW] owner: release, see WAITERS
-//     fence(seq_cst)                  fence(seq_cst)
-//     [RmW] try to take the lock      [RmW] sleep -> kAwake; was it kAsleep?
-//           failed: futex_wait               yes: futex_wake
-//           while sleep == kAsleep
-//
-// Both fences are seq_cst, so at least one side sees the other: either the
-// waiter's try sees the unlocked (or handed-over) word, or the waker sees
-// kAsleep and wakes it. futex_wait sleeps only while the word still says
-// kAsleep, so a wake-up that lands first is not lost either.
+// Lifetime: an unlock with waiters takes the wait lock before it releases
+// the lock, so that once the owner word says "free" the unlocker touches
+// nothing of the mutex but the wait lock's own release; the wake-up after
+// it touches only the waiter's thread record (rwsem.h, "Lifetime").
 //
 // Relaxed loads of the owner word are pre-checks and spin hints: the
 // cmpxchg that follows decides, and carries the acquire or release. Reads
@@ -167,13 +161,24 @@ class Mutex {
 
   static constexpr std::memory_order kReleaseOrder =
       internal::fault::order(internal::fault::kMutexUnlockRelaxed, std::memory_order_release);
+  // Taking the lock writes our record's address into the owner word, which
+  // spinners dereference: acquire for the lock, release to publish the
+  // initialised record (thread_record.h, "Publication").
+  static constexpr std::memory_order kAcquireOrder =
+      internal::fault::kOwnerPublishRelaxed ? std::memory_order_acquire
+                                            : std::memory_order_acq_rel;
+  // Loads of the owner word whose owner record is dereferenced.
+  static constexpr std::memory_order kOwnerLoadOrder =
+      internal::fault::kOwnerPublishRelaxed ? std::memory_order_relaxed
+                                            : std::memory_order_acquire;
 
   static Word self_word() { return reinterpret_cast<Word>(&internal::current_thread()); }
 
   bool try_lock_fast() {
     Word expected = 0;
-    // acquire pairs with the releasing cmpxchg of the previous unlock().
-    return owner_.compare_exchange_strong(expected, self_word(), std::memory_order_acquire,
+    // acquire pairs with the releasing cmpxchg of the previous unlock();
+    // release: kAcquireOrder.
+    return owner_.compare_exchange_strong(expected, self_word(), kAcquireOrder,
                                           std::memory_order_relaxed);
   }
 
@@ -198,9 +203,8 @@ class Mutex {
         return false;
       }
       // acquire pairs with the releasing cmpxchg in unlock()/unlock_slow()
-      // or the release of the handoff (hand_over()).
-      if (owner_.compare_exchange_weak(w, next, std::memory_order_acquire,
-                                       std::memory_order_relaxed))
+      // or the release of the handoff (hand_over()); release: kAcquireOrder.
+      if (owner_.compare_exchange_weak(w, next, kAcquireOrder, std::memory_order_relaxed))
         return L::owner_bits(next) == self;
     }
   }
@@ -226,13 +230,13 @@ class Mutex {
     const Word self = self_word();
     const std::int64_t budget_end = arch::monotonic_now_ns() + budget;
     if (!waiter) {
-      const Word owner = L::owner_bits(owner_.load(std::memory_order_relaxed));
+      const Word owner = L::owner_bits(owner_.load(kOwnerLoadOrder));
       if (owner != 0 && parked(owner)) return false;  // mutex_can_spin_on_owner()
       if (!osq_.lock(budget_end, internal::max_spinners())) return false;
     }
     bool taken = false;
     for (unsigned i = 1;; ++i) {
-      const Word owner = L::owner_bits(owner_.load(std::memory_order_relaxed));
+      const Word owner = L::owner_bits(owner_.load(kOwnerLoadOrder));
       if (owner != 0 && owner != self && parked(owner)) break;
       if ((owner == 0 || owner == self || waiter) && try_acquire(self, waiter)) {
         taken = true;
@@ -246,31 +250,12 @@ class Mutex {
   }
 
   // ---- sleeping ----------------------------------------------------------
-  // The waiter half of the diagram at the top: arm, then a full fence, then
-  // the caller's look at the owner word.
-  static void arm(Record& me) {
-    me.sleep.store(Record::kAsleep, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  }
-
-  // Sleeps until woken or the deadline passes; false on the deadline.
+  // internal::arm(), park() and unpark() (thread_record.h): the diagram at
+  // the top. Sleeps until woken or the deadline passes; false on the
+  // deadline. A return says only "look again" (a signal, a stale wake-up).
   static bool sleep(Record& me, std::int64_t deadline) {
     internal::ParkedScope parked;  // spinners stop spinning on us
-    // acquire pairs with the exchange in wake(); orders nothing about the
-    // lock's data (try_acquire does), only the wake-up itself.
-    while (me.sleep.load(std::memory_order_acquire) == Record::kAsleep) {
-      if (arch::futex_wait(&me.sleep, Record::kAsleep, deadline) == ETIMEDOUT)
-        return me.sleep.load(std::memory_order_acquire) != Record::kAsleep;
-    }
-    return true;
-  }
-
-  // The waker half of the diagram.
-  static void wake(Record* r) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    // release pairs with the acquire load in sleep().
-    if (r->sleep.exchange(Record::kAwake, std::memory_order_release) == Record::kAsleep)
-      arch::futex_wake(&r->sleep, 1);
+    return internal::park(me, deadline);
   }
 
   // ---- the slow paths ----------------------------------------------------
@@ -294,7 +279,7 @@ class Mutex {
     enqueue(node);
     // Publish WAITERS after arming (the diagram's [S] before [RmW]); the
     // look at the owner word follows in the loop.
-    if (!internal::fault::kMutexStateAfterCount) arm(me);
+    if (!internal::fault::kMutexStateAfterCount) internal::arm(me);
     // relaxed: WAITERS is a request to unlock(); this RMW is ordered after
     // the arm by the fence in arm(), and the unlocker that sees the flag
     // reads the list under the wait lock, which we hold.
@@ -305,14 +290,14 @@ class Mutex {
     bool first = false;
     while (!taken) {
       internal::perturb();  // corpus builds only: between the look and the sleep
-      if (internal::fault::kMutexStateAfterCount) arm(me);  // too late: see faults.h
+      if (internal::fault::kMutexStateAfterCount) internal::arm(me);  // too late: faults.h
       if (!sleep(me, deadline)) {
         if (give_up(node, self)) return false;
         taken = true;  // the lock was handed to us as we gave up
         break;
       }
       first = is_first(node);
-      if (!internal::fault::kMutexStateAfterCount) arm(me);
+      if (!internal::fault::kMutexStateAfterCount) internal::arm(me);
       taken = try_acquire(self, first) || (first && optimistic_spin(true));
     }
     wait_lock_.lock();
@@ -338,28 +323,46 @@ class Mutex {
     if (head_ != nullptr && L::owner_bits(owner_.load(std::memory_order_relaxed)) == 0)
       next = head_->thread;
     wait_lock_.unlock();
-    if (next != nullptr) wake(next);
+    if (next != nullptr) internal::unpark(next);
     return true;
   }
 
   // __mutex_unlock_slowpath(). `w` is the owner word that made the fast
   // path fail (it has flags).
-  void unlock_slow(Word w) {
-    for (;;) {
-      if (L::has_handoff(w) && !internal::fault::kMutexHandoffIgnored) break;
-      // Release the lock, keep the flags (WAITERS). release: as in unlock().
-      const Word next = internal::fault::kMutexHandoffIgnored ? (L::flags(w) & L::kWaiters)
-                                                             : L::flags(w);
-      if (owner_.compare_exchange_weak(w, next, kReleaseOrder, std::memory_order_relaxed)) {
-        if (!L::has_waiters(w)) return;
-        break;
-      }
+  [[gnu::noinline]] void unlock_slow(Word w) {
+    // No waiters: release and return; nothing is touched after the release.
+    while (!L::has_waiters(w) && !L::has_handoff(w)) {
+      // release: as in unlock().
+      if (owner_.compare_exchange_weak(w, L::flags(w), kReleaseOrder, std::memory_order_relaxed))
+        return;
     }
+    bool released = false;
+    if constexpr (internal::fault::kTouchAfterRelease) {
+      // The defect: release first, take the wait lock afterwards.
+      while (!L::has_handoff(w) && !released)
+        released = owner_.compare_exchange_weak(w, L::flags(w), kReleaseOrder,
+                                                std::memory_order_relaxed);
+    }
+    // Waiters: take the wait lock first (see "Lifetime" at the top). The
+    // list cannot empty while we hold it, and WAITERS changes only under it.
     wait_lock_.lock();
     Record* next = head_ != nullptr ? head_->thread : nullptr;
-    if (L::has_handoff(w) && !internal::fault::kMutexHandoffIgnored) hand_over(next);
+    if (!released) {
+      w = owner_.load(std::memory_order_relaxed);
+      for (;;) {
+        // The first waiter may ask for HANDOFF until our cmpxchg succeeds.
+        if (L::has_handoff(w) && !internal::fault::kMutexHandoffIgnored) {
+          hand_over(next);
+          break;
+        }
+        // Release the lock, keep the flags (WAITERS). release: as in unlock().
+        const Word n = internal::fault::kMutexHandoffIgnored ? (L::flags(w) & L::kWaiters)
+                                                             : L::flags(w);
+        if (owner_.compare_exchange_weak(w, n, kReleaseOrder, std::memory_order_relaxed)) break;
+      }
+    }
     wait_lock_.unlock();
-    if (next != nullptr) wake(next);
+    if (next != nullptr) internal::unpark(next);
   }
 
   // __mutex_handoff(): the owner word becomes the first waiter with PICKUP,

@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -61,8 +62,32 @@ std::int64_t handoff_clock_now() {
 namespace {
 
 // The never-freed pool of thread records (see thread_record.h).
+//
+// fork(): the child is a copy of one thread, so a pool lock held by another
+// parent thread at the fork would stay held in the child for ever. The
+// pool's lock is therefore taken around fork() (pthread_atfork) and
+// released in both processes, so a child can always get records for the
+// threads it starts. The records of the parent's other threads are simply
+// never returned in the child.
 class RecordPool {
  public:
+  RecordPool() {
+    pthread_atfork([] { pool().mu_.lock(); }, [] { pool().mu_.unlock(); },
+                   [] { pool().mu_.unlock(); });
+    // Records go back to the pool from this key's destructor. glibc runs
+    // key destructors after all C++ thread_local destructors, so a
+    // thread_local destructor that locks still has the thread's record.
+    // A lock taken even later (another key's destructor) gets a fresh
+    // record, returned in the next destructor round.
+    if (pthread_key_create(&key_, [](void* r) {
+          t_current_record = nullptr;
+          pool().give_back(static_cast<ThreadRecord*>(r));
+        }) != 0) {
+      std::fprintf(stderr, "rwsem: pthread_key_create failed\n");
+      std::abort();
+    }
+  }
+
   ThreadRecord* take() {
     std::lock_guard<std::mutex> g(mu_);
     if (free_.empty()) {
@@ -78,31 +103,24 @@ class RecordPool {
     std::lock_guard<std::mutex> g(mu_);
     free_.push_back(r);
   }
+  pthread_key_t key() const { return key_; }
+
+  static RecordPool& pool() {
+    static RecordPool* p = new RecordPool;  // outlives every thread's exit
+    return *p;
+  }
 
  private:
   std::mutex mu_;
   std::vector<ThreadRecord*> free_;
+  pthread_key_t key_;
 };
-
-RecordPool& pool() {
-  static RecordPool* p = new RecordPool;  // outlives every thread's exit
-  return *p;
-}
-
-// Returns the thread's record to the pool when the thread exits.
-struct RecordReturner {
-  bool armed = false;
-  ~RecordReturner() {
-    if (t_current_record != nullptr) pool().give_back(t_current_record);
-    t_current_record = nullptr;
-  }
-};
-thread_local RecordReturner t_returner;
 
 }  // namespace
 
 ThreadRecord& current_thread_slow() {
-  ThreadRecord* r = pool().take();
+  RecordPool& pool = RecordPool::pool();
+  ThreadRecord* r = pool.take();
   const auto addr = reinterpret_cast<std::uintptr_t>(r);
   const std::uint64_t id = static_cast<std::uint64_t>(addr) >> kOwnerIdShift;
   if (id == 0 || (addr & ((std::uintptr_t{1} << kOwnerIdShift) - 1)) != 0 ||
@@ -116,7 +134,11 @@ ThreadRecord& current_thread_slow() {
   r->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   r->owner_id = id;
   r->parked.store(false, std::memory_order_relaxed);
-  t_returner.armed = true;  // first use registers its destructor for this thread
+  r->sleep.store(ThreadRecord::kAwake, std::memory_order_relaxed);
+  if (pthread_setspecific(pool.key(), r) != 0) {
+    std::fprintf(stderr, "rwsem: pthread_setspecific failed\n");
+    std::abort();
+  }
   t_current_record = r;
   return *r;
 }

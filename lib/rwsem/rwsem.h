@@ -18,11 +18,11 @@
 //   write lock   cmpxchg(0 -> writer word), acquire. The writer word is
 //                WRITER_LOCKED, or on the merged layout the caller's owner
 //                id, computed once per thread (seed patch 12).
-//   unlocks      release; they call the slow wake path only if WAITERS is set
-//                and (for readers) they were the last reader.
+//   unlocks      cmpxchg, release; they take the slow wake path only if
+//                WAITERS is set and (for readers) they are the last reader.
 //
 // Waiters queue on stack-allocated nodes under a small wait lock and sleep
-// on their own futex word (lib/rwsem/internal/waiter.h).
+// on their own thread record's futex word (lib/rwsem/internal/waiter.h).
 //
 // Wake-up (rwsem_mark_wake): if the first waiter is a writer it is woken to
 // retry; it takes the lock itself in try_write_lock(), with the wait lock
@@ -60,6 +60,37 @@
 // such argument. Likewise no barrier is needed "to make HANDOFF visible":
 // whoever next reads the count under the wait lock sees it, and lock-free
 // readers of the count only use it to fail.
+//
+// Wait bounds (both roles)
+// ------------------------
+// Three rules, beside handoff, give every waiter a bound of the handoff
+// timeout plus the critical sections in progress (README, "Wait bounds"):
+//  1. A reader that is not queued joins a lock that readers hold only if no
+//     waiter is queued (reader_may_join(); the kernel's "don't steal if the
+//     lock is very likely owned by readers"). Readers that keep overlapping
+//     would otherwise keep the count from ever reaching zero, and the queued
+//     writer would never be woken to claim HANDOFF.
+//  2. A queued writer sleeps at most until its handoff deadline, then wakes
+//     and retries, which sets HANDOFF if the lock is still held (the
+//     "handoff timer"; the kernel waits for an unlock to wake it).
+//  3. A spinner stops as soon as it sees HANDOFF: the lock is owed to the
+//     first waiter, and spinning only takes CPU from the owner and it.
+// A reader behind a writer stream gets HANDOFF from the waker that finds
+// the lock stolen once the reader has waited its handoff timeout.
+//
+// Lifetime
+// --------
+// POSIX and C++ let any thread destroy an unlocked lock with no waiters,
+// even while the thread that released it is still returning from unlock.
+// So no unlock touches the lock after its releasing RMW. An unlock that
+// has to wake waiters takes the wait lock *first* and releases under it:
+// up_write() when it sees WAITERS, up_read() when it is the last reader
+// and sees WAITERS (both decide with a cmpxchg, so the decision and the
+// release are one atomic step). While the wait lock is held the queue
+// cannot empty, so the lock cannot legally be destroyed; the last access
+// is the wait lock's own release, and the wake-ups that follow touch only
+// thread records. The kernel needs none of this: its locks live in objects
+// whose lifetime is managed elsewhere.
 //
 // Relaxed reads of the count. Every plain load of the count is relaxed: it
 // either seeds a compare-exchange whose success order (acquire) does the
@@ -135,25 +166,27 @@ std::string describe(typename L::Word c) {
 
 namespace internal {
 
-// The calling thread's write-lock word for layout L, computed once per
-// thread (seed patch 12). A thread whose owner id L cannot encode is refused
-// here, loudly, the first time it tries to write-lock.
+[[noreturn, gnu::cold, gnu::noinline]] inline void refuse_owner_id(const char* layout) {
+  debug_fail("this thread's owner id does not fit the count layout", nullptr,
+             std::string(layout));
+}
+
+// The calling thread's write-lock word for layout L. The kernel caches it
+// per task ("cached writer lock word"); here it is derived from the
+// thread's record on every call (one thread-local load and a shift), so it
+// can never outlive the record: a thread_local destructor that locks after
+// the record was recycled would otherwise lock with another thread's id. A
+// thread whose owner id L cannot encode is refused loudly, never truncated.
 template <class L>
 typename L::Word writer_word() {
   if constexpr (!L::kOwnerInCount) {
     return L::writer_word(0);
   } else {
-    static thread_local const typename L::Word word = [] {
-      const std::uint64_t id =
-          fault::kOwnerIdTrunc32 ? static_cast<std::uint32_t>(current_thread().owner_id)
-                                 : current_thread().owner_id;
-      if (!L::encodable(id) || L::owner_id(L::writer_word(id)) != id) {
-        debug_fail("this thread's owner id does not fit the count layout",
-                   nullptr, std::string(L::kName));
-      }
-      return L::writer_word(id);
-    }();
-    return word;
+    const std::uint64_t id =
+        fault::kOwnerIdTrunc32 ? static_cast<std::uint32_t>(current_thread().owner_id)
+                               : current_thread().owner_id;
+    if (RWSEM_UNLIKELY(!L::encodable(id))) refuse_owner_id(L::kName);
+    return L::writer_word(id);
   }
 }
 
@@ -217,19 +250,24 @@ class BasicRwSemaphore {
     return down_read_until_ns(internal::deadline_after(timeout));
   }
 
+  // Any thread may release a read lock (the kernel's up_read_non_owner()
+  // is the same operation here).
   void up_read() {
-    // release pairs with the acquire of the next writer (or of mark_wake()).
-    const Word old = count_.fetch_sub(
-        B::kReaderBias,
-        internal::fault::order(internal::fault::kUpReadRelaxed, std::memory_order_release));
-    if (kDebugEnabled &&
-        (B::is_write_locked(old) || !B::has_readers(old) || !B::is_consistent(old)))
-      debug_fail(!B::is_consistent(old)    ? "inconsistent count"
-                 : B::is_write_locked(old) ? "up_read on a write-locked rwsem"
-                                           : "up_read on a rwsem with no "
-                                             "readers (double unlock?)",
-                 old);
-    if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(old - B::kReaderBias)))
+    Word c = count_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (kDebugEnabled) check_reader_exit(c);
+      // The last reader out with waiters queued wakes them, taking the wait
+      // lock *before* it lets go (see "Lifetime" at the top).
+      if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(c - B::kReaderBias)) &&
+          !internal::fault::kTouchAfterRelease)
+        return up_read_slow();
+      // release pairs with the acquire of the next writer (or of mark_wake()).
+      if (RWSEM_LIKELY(count_.compare_exchange_weak(c, c - B::kReaderBias, kUpReadOrder,
+                                                    std::memory_order_relaxed)))
+        break;
+    }
+    if (internal::fault::kTouchAfterRelease &&
+        B::needs_wake_after_reader_exit(c - B::kReaderBias))
       wake();
   }
 
@@ -246,24 +284,39 @@ class BasicRwSemaphore {
     return down_write_until_ns(internal::deadline_after(timeout));
   }
 
+  // Releases the write lock. As in the kernel, the caller need not be the
+  // thread that took it (debug builds still report that as misuse): the
+  // owner's word is read from the count, never assumed to be the caller's.
   void up_write() {
-    const Word w = internal::writer_word<Layout>();
     if (kDebugEnabled) check_write_owner("up_write");
     clear_owner();
-    // release pairs with the acquire of the next locker (or of mark_wake()).
-    const Word old = count_.fetch_sub(
-        w, internal::fault::order(internal::fault::kUpWriteRelaxed, std::memory_order_release));
-    if constexpr (internal::fault::kMissedWakeup) return;
-    if (RWSEM_UNLIKELY(B::has_waiters(old))) wake();
+    Word c = count_.load(std::memory_order_relaxed);
+    for (;;) {
+      // With waiters queued, wake them holding the wait lock from before
+      // the release on (see "Lifetime" at the top).
+      if (RWSEM_UNLIKELY(B::has_waiters(c)) && !internal::fault::kTouchAfterRelease)
+        return up_write_slow();
+      // release pairs with the acquire of the next locker (or of mark_wake()).
+      if (RWSEM_LIKELY(count_.compare_exchange_weak(c, c - released_writer_word(c),
+                                                    kUpWriteOrder,
+                                                    std::memory_order_relaxed)))
+        break;
+    }
+    if (internal::fault::kTouchAfterRelease && !internal::fault::kMissedWakeup &&
+        B::has_waiters(c))
+      wake();
   }
 
-  // Turns the caller's write lock into a read lock and wakes queued readers.
+  // Turns the write lock into a read lock held by the caller and wakes
+  // queued readers. Like up_write(), any thread may call it.
   void downgrade_write() {
-    const Word w = internal::writer_word<Layout>();
     if (kDebugEnabled) check_write_owner("downgrade_write");
     clear_owner();
+    // relaxed: the writer bits cannot change while the write lock is held.
+    const Word w = released_writer_word(count_.load(std::memory_order_relaxed));
     // release: readers that enter after this see the writer's data; pairs
-    // with their acquire fetch_add (or mark_wake()'s).
+    // with their acquire fetch_add (or mark_wake()'s). The caller keeps a
+    // read lock, so touching the lock after this is safe.
     const Word old = count_.fetch_add(
         B::kReaderBias - w,
         internal::fault::order(internal::fault::kDowngradeRelaxed, std::memory_order_release));
@@ -316,7 +369,7 @@ class BasicRwSemaphore {
     std::uint32_t tid;
     std::int64_t waited_ns;  // on the handoff clock
     bool handoff_set;
-    bool sleeping;           // queued and not woken (state kQueued)
+    bool sleeping;           // queued and not woken (state kWaiting)
   };
   // The queue, front first. Takes the wait lock; gives up and returns false
   // after `patience` if someone holds it (a watchdog must not hang).
@@ -331,7 +384,7 @@ class BasicRwSemaphore {
     for (Waiter* w = queue_.first(); w != nullptr; w = queue_.after(w))
       out->push_back({w->is_reader(), w->thread->tid, now - w->enqueued_ns,
                       w->handoff_set,
-                      w->state.load(std::memory_order_relaxed) == internal::kQueued});
+                      w->state.load(std::memory_order_relaxed) == internal::kWaiting});
     wait_lock_.unlock();
     return true;
   }
@@ -351,6 +404,29 @@ class BasicRwSemaphore {
   static constexpr std::uint32_t kHandoffField = (1u << 24) - 1;
   static constexpr int kSpinShift = 24;
   static constexpr std::uint32_t kSpinDefault = 0xFF;
+
+  // Memory orders of the operations that take or release the lock, named
+  // once (a fault build weakens one of them, faults.h).
+  //
+  // Taking the write lock installs the writer word. On the merged layout
+  // that word is the owner's id, which spinners follow to the owner's
+  // thread record: the cmpxchg is also a release, so the record's
+  // initialisation happens before any spinner's acquire load of the count
+  // that finds the id. The generic layouts publish the id in owner_ instead
+  // (set_owner()), and their cmpxchg only acquires.
+  static constexpr std::memory_order kWriteLockOrder = internal::fault::order(
+      internal::fault::kWriteLockRelaxed,
+      Layout::kOwnerInCount && !internal::fault::kOwnerPublishRelaxed
+          ? std::memory_order_acq_rel
+          : std::memory_order_acquire);
+  static constexpr std::memory_order kUpReadOrder =
+      internal::fault::order(internal::fault::kUpReadRelaxed, std::memory_order_release);
+  static constexpr std::memory_order kUpWriteOrder =
+      internal::fault::order(internal::fault::kUpWriteRelaxed, std::memory_order_release);
+  // Loads of the count or owner_ whose owner id a spinner dereferences.
+  static constexpr std::memory_order kOwnerLoadOrder =
+      internal::fault::kOwnerPublishRelaxed ? std::memory_order_relaxed
+                                            : std::memory_order_acquire;
 
   std::int64_t handoff_timeout_ns() const {
     const std::uint32_t us = config_ & kHandoffField;
@@ -380,11 +456,10 @@ class BasicRwSemaphore {
   bool down_write_until_ns(std::int64_t deadline) {
     const Word w = internal::writer_word<Layout>();
     Word expected = 0;
-    // acquire pairs with the release of the unlock that freed the lock.
-    if (RWSEM_UNLIKELY(!count_.compare_exchange_strong(
-            expected, w,
-            internal::fault::order(internal::fault::kWriteLockRelaxed, std::memory_order_acquire),
-            std::memory_order_relaxed)) &&
+    // acquire pairs with the release of the unlock that freed the lock;
+    // see kWriteLockOrder for the release on the merged layout.
+    if (RWSEM_UNLIKELY(!count_.compare_exchange_strong(expected, w, kWriteLockOrder,
+                                                       std::memory_order_relaxed)) &&
         !write_slowpath(w, deadline))
       return false;
     set_owner();
@@ -398,8 +473,8 @@ class BasicRwSemaphore {
   bool try_write_lock_unqueued(Word w) {
     Word c = count_.load(std::memory_order_relaxed);
     while (!B::is_locked(c) && !B::has_handoff(c)) {
-      // acquire pairs with the release of the last unlock.
-      if (count_.compare_exchange_weak(c, c + w, std::memory_order_acquire,
+      // acquire pairs with the release of the last unlock (kWriteLockOrder).
+      if (count_.compare_exchange_weak(c, c + w, kWriteLockOrder,
                                        std::memory_order_relaxed))
         return true;
     }
@@ -429,7 +504,45 @@ class BasicRwSemaphore {
     if (B::needs_wake_after_reader_exit(old - B::kReaderBias)) wake();
   }
 
-  // rwsem_wake(): an unlock saw WAITERS.
+  // The writer word the owner added: read from the count, so that a release
+  // by another thread subtracts the owner's id, not the caller's. Exact:
+  // nothing changes the writer bits while the write lock is held.
+  static Word released_writer_word(Word c) {
+    if constexpr (internal::fault::kReleaseSubtractsCallerWord)
+      return internal::writer_word<Layout>();
+    return c & Layout::kWriterMask;
+  }
+
+  // up_read() of the last reader with waiters queued.
+  [[gnu::noinline, gnu::cold]] void up_read_slow() {
+    WakeList wakes;
+    wait_lock_.lock();
+    // release: as in up_read(). WAITERS cannot change while we hold the
+    // wait lock; other readers may have come or gone meanwhile, so decide
+    // from what the fetch_sub returns.
+    const Word old = count_.fetch_sub(B::kReaderBias, kUpReadOrder);
+    if (kDebugEnabled) check_reader_exit(old);
+    if (B::needs_wake_after_reader_exit(old - B::kReaderBias) && !queue_.empty())
+      mark_wake(WakeType::kAny, wakes);
+    wait_lock_.unlock();
+  }  // ~WakeList unparks the wakees: thread records only, never the lock.
+
+  // up_write() with waiters queued.
+  [[gnu::noinline, gnu::cold]] void up_write_slow() {
+    WakeList wakes;
+    wait_lock_.lock();
+    // relaxed: the writer bits cannot change while the write lock is held.
+    const Word c = count_.load(std::memory_order_relaxed);
+    // release: as in up_write(). The waiters we saw may have timed out
+    // and left before we got the wait lock.
+    count_.fetch_sub(released_writer_word(c), kUpWriteOrder);
+    if (!internal::fault::kMissedWakeup && !queue_.empty()) mark_wake(WakeType::kAny, wakes);
+    wait_lock_.unlock();
+  }
+
+  // rwsem_wake(): the lock may have gone free with waiters queued. Called
+  // only by a thread that is still inside a lock call (a reader backing out
+  // a failed fast path), never after a release (see "Lifetime").
   void wake() {
     WakeList wakes;
     wait_lock_.lock();
@@ -447,7 +560,7 @@ class BasicRwSemaphore {
   void mark_wake(WakeType type, WakeList& wakes) {
     Waiter* first = queue_.first();
     if (!first->is_reader()) {
-      if (type == WakeType::kAny && wakes.add(first)) RWSEM_EVENT_INC(wake_writer);
+      if (type == WakeType::kAny && wakes.wake(first)) RWSEM_EVENT_INC(wake_writer);
       return;
     }
     // Too many readers: wake none until the last of them leaves (patch 10).
@@ -476,16 +589,18 @@ class BasicRwSemaphore {
       }
     }
 
-    // Grant the read lock to up to kMaxReadersWakeup readers, skipping
-    // writers (patch 6).
+    // Take up to kMaxReadersWakeup readers off the queue, skipping writers
+    // (patch 6). They are told only after their biases are in the count.
     int woken = 0;
+    Waiter* granted = nullptr;
     for (Waiter* w = first;
          w != nullptr && (internal::fault::kWakeBatchUnlimited || woken < kMaxReadersWakeup);) {
       Waiter* next = queue_.after(w);
       if (internal::fault::kWakeBatchStopsAtWriter && !w->is_reader()) break;
       if (w->is_reader()) {
         queue_.remove(w);
-        wakes.add(w);
+        w->wake_next = granted;
+        granted = w;
         ++woken;
       }
       w = next;
@@ -500,6 +615,13 @@ class BasicRwSemaphore {
       adjustment -= Layout::kHandoff;
     // relaxed: the granted readers synchronise through the hand-over.
     if (adjustment != 0) count_.fetch_add(adjustment, std::memory_order_relaxed);
+    // Now grant: a granted reader may return and up_read() at once, so its
+    // bias had to be in the count first (the kernel's order, too).
+    while (granted != nullptr) {
+      Waiter* const next = granted->wake_next;  // granted may vanish below
+      wakes.wake(granted);
+      granted = next;
+    }
   }
 
   // rwsem_try_write_lock(): a queued writer takes the lock, or sets HANDOFF
@@ -526,8 +648,9 @@ class BasicRwSemaphore {
                                                      : (next | w) & ~Layout::kHandoff;
         if (queue_.is_singular()) next &= ~Layout::kWaiters;
       }
-      // acquire pairs with the release of the unlock that freed the lock.
-    } while (!count_.compare_exchange_weak(c, next, std::memory_order_acquire,
+      // acquire pairs with the release of the unlock that freed the lock
+      // (kWriteLockOrder).
+    } while (!count_.compare_exchange_weak(c, next, kWriteLockOrder,
                                            std::memory_order_relaxed));
     if (B::has_handoff(next)) {
       first->handoff_set = true;
@@ -580,7 +703,9 @@ class BasicRwSemaphore {
 
   // rwsem_can_spin_on_owner(): is spinning worth starting at all?
   bool can_spin_on_owner() const {
-    const Word c = count_.load(std::memory_order_relaxed);
+    // acquire (kOwnerLoadOrder): the owner's record is initialised before we
+    // read its parked flag (thread_record.h, "Publication").
+    const Word c = count_.load(kOwnerLoadOrder);
     if (B::is_write_locked(c)) {
       const std::uint64_t id = owner_of(c);
       return id == 0 || !internal::thread_from_owner_id(id)->parked.load(
@@ -589,10 +714,24 @@ class BasicRwSemaphore {
     return !(B::has_readers(c) && is_nonspinnable());
   }
 
+  // A waiter is owed the lock: no spinner can win it (patch 4), and a
+  // spinner that keeps polling only takes CPU time from the owner and the
+  // waiter. The kernel stops at the owner change; this port stops as soon
+  // as it sees the bit.
+  bool stop_spinning_for_handoff(Word c) const {
+    if constexpr (internal::fault::kSpinIgnoresHandoff) {
+      return B::has_handoff(c) && !B::is_locked(c);
+    } else {
+      if (RWSEM_LIKELY(!B::has_handoff(c))) return false;
+      RWSEM_EVENT_INC(opt_handoff_stop);
+      return true;
+    }
+  }
+
   // rwsem_spin_on_owner(): spins while the same writer holds the lock and
   // runs; then says what the lock looks like now.
   OwnerState spin_on_owner(std::int64_t budget_end, bool rt) const {
-    Word c = count_.load(std::memory_order_relaxed);
+    Word c = count_.load(kOwnerLoadOrder);
     if (B::is_write_locked(c)) {
       const std::uint64_t id = owner_of(c);
       // An RT thread never spins on an owner it cannot see (patch 5).
@@ -601,18 +740,18 @@ class BasicRwSemaphore {
       const internal::ThreadRecord* owner =
           id != 0 ? internal::thread_from_owner_id(id) : nullptr;
       for (unsigned i = 1;; ++i) {
+        if (stop_spinning_for_handoff(c)) return kOwnerNonSpinnable;
         if (owner != nullptr && owner->parked.load(std::memory_order_relaxed))
           return kOwnerNonSpinnable;
         if ((i & 15) == 0 && arch::monotonic_now_ns() > budget_end)
           return kOwnerNonSpinnable;
         arch::cpu_relax();
-        c = count_.load(std::memory_order_relaxed);
+        c = count_.load(kOwnerLoadOrder);
         if (!B::is_write_locked(c) || owner_of(c) != id) break;
       }
     }
     if (B::is_write_locked(c)) return kOwnerWriter;
-    // The lock is owed to a waiter: spinning cannot win it (patch 4).
-    if (B::has_handoff(c) && !B::is_locked(c)) return kOwnerNonSpinnable;
+    if (stop_spinning_for_handoff(c)) return kOwnerNonSpinnable;
     if (B::has_readers(c)) return is_nonspinnable() ? kOwnerNonSpinnable : kOwnerReader;
     return kOwnerNull;
   }
@@ -629,22 +768,39 @@ class BasicRwSemaphore {
            (B::has_waiters(c) ? 10000 + readers * 500 : 25000);
   }
 
-  // A spinning reader takes the lock unless a writer holds it, a handoff is
-  // pending or the reader count is full; WAITERS does not stop it.
+  // May a reader that is not queued join the readers in `c`?
+  //
+  // Rule (the kernel's "don't steal if the lock is very likely owned by
+  // readers", rwsem_down_read_slowpath() since 5.11): while waiters are
+  // queued, a reader takes a lock only if nobody holds it. Joining a
+  // reader-owned lock past a queued writer is what lets overlapping readers
+  // keep the count above zero for ever: the writer is never woken and never
+  // gets to set HANDOFF. Taking a *free* lock is a steal that the queued
+  // writer's handoff bounds. Without waiters readers join freely, as the
+  // fast path does.
+  static bool reader_may_join(Word c) {
+    if (B::is_write_locked(c) || B::has_handoff(c) || B::is_read_fail(c)) return false;
+    if constexpr (internal::fault::kReaderStealsWithWaiters) return true;
+    return !(B::has_waiters(c) && B::has_readers(c));
+  }
+
+  // A spinning reader takes the lock if reader_may_join() allows it.
   bool try_read_lock_spinning() {
     Word c = count_.load(std::memory_order_relaxed);
-    if (B::is_write_locked(c) || B::has_handoff(c) || B::is_read_fail(c)) return false;
+    if (!reader_may_join(c)) return false;
     // acquire pairs with the release of the unlock that freed the lock.
     c = count_.fetch_add(B::kReaderBias, std::memory_order_acquire);
-    if (!B::is_write_locked(c) && !B::has_handoff(c) && !B::is_read_fail(c)) return true;
+    if (reader_may_join(c)) return true;
     backout_reader_bias();
     return false;
   }
 
   // rwsem_optimistic_spin(). `w` is the writer word, or 0 for a reader.
-  bool optimistic_spin(Word w) {
+  // Spins until the monotonic `deadline` at the latest (the caller's).
+  bool optimistic_spin(Word w, std::int64_t deadline) {
     const bool wlock = w != 0;
-    const std::int64_t budget_end = arch::monotonic_now_ns() + spin_budget_ns();
+    std::int64_t budget_end = arch::monotonic_now_ns() + spin_budget_ns();
+    if (budget_end > deadline) budget_end = deadline;
     if (!osq_.lock(budget_end, internal::max_spinners())) {
       RWSEM_EVENT_INC(opt_fail);
       return false;
@@ -660,6 +816,11 @@ class BasicRwSemaphore {
       if (!(state & kOwnerSpinnable)) break;
       taken = wlock ? try_write_lock_unqueued(w) : try_read_lock_spinning();
       if (taken) break;
+      // A reader never waits on a reader-owned lock with waiters queued
+      // (reader_may_join()): it queues behind them instead.
+      if (!wlock && state == kOwnerReader && !internal::fault::kReaderStealsWithWaiters &&
+          B::has_waiters(count_.load(std::memory_order_relaxed)))
+        break;
       if (wlock && state == kOwnerReader) {
         if (prev != kOwnerReader) {
           if (is_nonspinnable()) break;
@@ -693,7 +854,7 @@ class BasicRwSemaphore {
 
   // down_read() failed: `c` is what its fetch_add returned; its bias is
   // still in the count.
-  bool read_slowpath(Word c, std::int64_t deadline) {
+  [[gnu::noinline]] bool read_slowpath(Word c, std::int64_t deadline) {
     // Back the bias out before queueing, so that it blocks no writer while
     // we wait for the wait lock (seed 001; patch 10 for READFAIL).
     backout_reader_bias();
@@ -703,7 +864,7 @@ class BasicRwSemaphore {
     }
     // Spin on a writer owner (patch 7), unless there are too many readers.
     if (!B::is_read_fail(c) && spinning_enabled() && can_spin_on_owner() &&
-        optimistic_spin(0)) {
+        optimistic_spin(0, deadline)) {
       // Opportunistically let queued readers join us; an unlock would
       // otherwise wake them later.
       if (B::has_waiters(count_.load(std::memory_order_relaxed)) && wait_lock_.try_lock()) {
@@ -732,6 +893,8 @@ class BasicRwSemaphore {
     } else {
       c = count_.load(std::memory_order_relaxed);
     }
+    // Armed before any waker can see us (thread_record.h, parking).
+    internal::arm(*self.thread);
     queue_.push_back(&self);
     // The lock went free before anyone saw WAITERS: nobody else will wake
     // the queue, so we do (this may grant ourselves).
@@ -739,9 +902,9 @@ class BasicRwSemaphore {
     wait_lock_.unlock();
     wakes.run();
 
-    if (!self.sleep_while_queued(deadline)) {
+    if (!self.sleep_while_waiting(deadline)) {
       wait_lock_.lock();
-      if (self.state.load(std::memory_order_relaxed) == internal::kQueued) {
+      if (self.state.load(std::memory_order_relaxed) == internal::kWaiting) {
         if constexpr (!internal::fault::kTimeoutLeavesWaiter) remove_waiter(self, wakes);
         wait_lock_.unlock();
         RWSEM_EVENT_INC(rlock_fail);
@@ -751,14 +914,24 @@ class BasicRwSemaphore {
     } else {
       RWSEM_EVENT_INC(sleep_reader);
     }
-    self.wait_until_released();
+    self.after_wakeup();
     RWSEM_EVENT_INC(rlock);
     return true;
   }
 
   // down_write() failed.
-  bool write_slowpath(Word w, std::int64_t deadline) {
-    if (spinning_enabled() && can_spin_on_owner() && optimistic_spin(w)) return true;
+  [[gnu::noinline]] bool write_slowpath(Word w, std::int64_t deadline) {
+    // A try with no time left (try_lock_for(0), a past time point): one
+    // look at the lock, no spinning, no queueing.
+    if (deadline <= arch::monotonic_now_ns()) {
+      if (try_write_lock_unqueued(w)) {
+        RWSEM_EVENT_INC(wlock_steal);
+        return true;
+      }
+      RWSEM_EVENT_INC(wlock_fail);
+      return false;
+    }
+    if (spinning_enabled() && can_spin_on_owner() && optimistic_spin(w, deadline)) return true;
     if (try_write_lock_unqueued(w)) {
       RWSEM_EVENT_INC(wlock_steal);
       return true;
@@ -787,23 +960,45 @@ class BasicRwSemaphore {
     }
 
     for (;;) {
-      // Re-arm: a wake-up that has been fully delivered is consumed. acquire
-      // pairs with the release store of kReleased in WakeList::run(): the
-      // waker's last reads of this waiter (its wake_next link) happen before
-      // we re-arm it and a later waker links it into another wake list.
-      // (TSan on aarch64 caught this load when it was relaxed.)
-      if (self.state.load(std::memory_order_acquire) == internal::kReleased)
-        self.state.store(internal::kQueued, std::memory_order_relaxed);
+      // Re-arm: a wake-up that has been delivered is consumed. relaxed: the
+      // waker stored kWoken under the wait lock, which we hold.
+      if (self.state.load(std::memory_order_relaxed) == internal::kWoken)
+        self.state.store(internal::kWaiting, std::memory_order_relaxed);
       if (try_write_lock(self, w)) break;
+      // Armed before the wait lock is dropped, so a waker sees it.
+      internal::arm(*self.thread);
+      // The handoff timer. Rule: a queued writer whose handoff deadline is
+      // still ahead sleeps at most until then, wakes and retries, and
+      // try_write_lock() then sets HANDOFF for the first waiter if the lock
+      // is still held. The kernel relies on being woken by an unlock
+      // instead; here readers that keep overlapping (or a preempted last
+      // reader) could delay that unlock without bound, so the bound on a
+      // writer's wait must not depend on it.
+      std::int64_t sleep_until = deadline;
+      bool timer = false;
+      if (!internal::fault::kNoHandoffTimer && !self.handoff_set) {
+        const std::int64_t left = self.handoff_deadline_ns - internal::handoff_clock_now();
+        if (left > 0) {
+          const std::int64_t t = arch::monotonic_now_ns() + left;
+          if (t < sleep_until) {
+            sleep_until = t;
+            timer = true;
+          }
+        }
+      }
       wait_lock_.unlock();
       wakes.run();
-      const bool woken = self.sleep_while_queued(deadline);
+      const bool woken = self.sleep_while_waiting(sleep_until);
       if (woken) {
         RWSEM_EVENT_INC(sleep_writer);
-        self.wait_until_released();
+        self.after_wakeup();
       }
       wait_lock_.lock();
-      if (!woken && self.state.load(std::memory_order_relaxed) == internal::kQueued) {
+      if (!woken && self.state.load(std::memory_order_relaxed) == internal::kWaiting) {
+        if (timer && arch::monotonic_now_ns() < deadline) {
+          RWSEM_EVENT_INC(wlock_handoff_timer);
+          continue;  // retry: try_write_lock() may now set HANDOFF
+        }
         // Timed out. One last try, then out_nolock.
         if (try_write_lock(self, w)) break;
         remove_waiter(self, wakes);
@@ -815,7 +1010,6 @@ class BasicRwSemaphore {
     }
     wait_lock_.unlock();
     wakes.run();
-    self.wait_until_released();
     RWSEM_EVENT_INC(wlock);
     return true;
   }
@@ -824,6 +1018,16 @@ class BasicRwSemaphore {
 
   [[noreturn]] void debug_fail(const char* what, Word c) const {
     internal::debug_fail(what, this, rwsem::describe<Layout>(c));
+  }
+
+  // Debug checks of the count a reader is about to leave (or just left).
+  void check_reader_exit(Word c) const {
+    if (B::is_write_locked(c) || !B::has_readers(c) || !B::is_consistent(c))
+      debug_fail(!B::is_consistent(c)    ? "inconsistent count"
+                 : B::is_write_locked(c) ? "up_read on a write-locked rwsem"
+                                         : "up_read on a rwsem with no "
+                                           "readers (double unlock?)",
+                 c);
   }
 
   void check_write_owner(const char* op) const {
@@ -852,8 +1056,10 @@ class BasicRwSemaphore {
   // count and uses owner_ only for kNonSpinnable. kNonSpinnable is set by a
   // writer that spun on a reader-owned lock past its limit (patch 8) and
   // stops all spinning on a reader-owned lock until a writer owns it again.
-  // All accesses relaxed: the owner word is a hint for spinning, debug
-  // checks and diagnostics, never a synchronisation point.
+  // The owner word is a hint for spinning, debug checks and diagnostics,
+  // never what orders one critical section before the next. Only the
+  // publication of the owner id is ordered (set_owner(), owner_of()), so
+  // that a spinner dereferences an initialised record; the rest is relaxed.
   static constexpr std::uintptr_t kNonSpinnable = 1;
 
   void set_owner() {
@@ -861,8 +1067,11 @@ class BasicRwSemaphore {
       if (owner_.load(std::memory_order_relaxed) != 0)
         owner_.store(0, std::memory_order_relaxed);
     } else {
+      // release: publishes our initialised thread record to spinners, which
+      // load owner_ with kOwnerLoadOrder (thread_record.h, "Publication").
       owner_.store(static_cast<std::uintptr_t>(internal::current_thread().owner_id << 1),
-                   std::memory_order_relaxed);
+                   internal::fault::kOwnerPublishRelaxed ? std::memory_order_relaxed
+                                                         : std::memory_order_release);
     }
   }
   void clear_owner() {
@@ -870,7 +1079,7 @@ class BasicRwSemaphore {
   }
   std::uint64_t owner_of(Word c) const {
     if constexpr (Layout::kOwnerInCount) return Layout::owner_id(c);
-    return owner_.load(std::memory_order_relaxed) >> 1;
+    return owner_.load(kOwnerLoadOrder) >> 1;
   }
   bool is_nonspinnable() const {
     return (owner_.load(std::memory_order_relaxed) & kNonSpinnable) != 0;

@@ -13,8 +13,8 @@
 //     UP_READ_RELAXED        up_read's fetch_sub is relaxed, not release
 //     UP_WRITE_RELAXED       up_write's fetch_sub is relaxed, not release
 //     DOWNGRADE_RELAXED      downgrade_write's fetch_add is relaxed
-//     HANDOVER_RELAXED       the waker's hand-over to a woken waiter (its
-//                            kReleased store and the waiter's load) relaxed
+//     HANDOVER_RELAXED       the waker's grant to a woken waiter (its kWoken
+//                            store and the waiter's load) relaxed
 //   layout
 //     READFAIL_BIT30         READFAIL tested at bit 30 of 32-bit words
 //     READER_SHIFT_OFF_BY_1  down_read adds READER_BIAS >> 1
@@ -30,6 +30,25 @@
 //     TIMEOUT_LEAVES_WAITER  a timed-out reader stays in the queue
 //     MISSED_WAKEUP          up_write does not wake the queue
 //     READFAIL_IGNORED_FAST  down_read's fast path ignores READFAIL
+//   liveness and lifetime
+//     READER_STEALS_WITH_WAITERS  a spinning reader joins a reader-owned
+//                            lock although waiters are queued (the reader
+//                            stream that starves a queued writer)
+//     SPIN_IGNORES_HANDOFF   a spinner keeps spinning on a writer owner
+//                            while a waiter is owed the lock
+//     NO_HANDOFF_TIMER       the first queued writer sleeps without waking
+//                            at its handoff deadline
+//     WAKEE_WAITS_FOR_WAKER  a granted waiter spins until its waker has
+//                            finished the wake-up (stalls a real-time
+//                            wakee behind a preempted waker)
+//     RELEASE_SUBTRACTS_CALLER_WORD  up_write subtracts the caller's writer
+//                            word, not the owner's (non-owner release)
+//     TOUCH_AFTER_RELEASE    an unlock that must wake releases the lock
+//                            first and takes the wait lock afterwards
+//     FUTEX_WAIT_NO_RECHECK  a waiter takes any return from its futex wait
+//                            (signal, spurious wake-up) for a wake-up
+//     OWNER_PUBLISH_RELAXED  a new owner publishes its thread record with
+//                            relaxed orders (spinners read it unordered)
 //
 // The companion locks' faults (qrwlock.h, mutex.h):
 //   ordering
@@ -189,6 +208,47 @@ inline constexpr bool kMutexHandoffIgnored = false;
 inline constexpr bool kMutexPickupByAnyone = true;
 #else
 inline constexpr bool kMutexPickupByAnyone = false;
+#endif
+
+#if defined(RWSEM_FAULT_READER_STEALS_WITH_WAITERS)
+inline constexpr bool kReaderStealsWithWaiters = true;
+#else
+inline constexpr bool kReaderStealsWithWaiters = false;
+#endif
+#if defined(RWSEM_FAULT_SPIN_IGNORES_HANDOFF)
+inline constexpr bool kSpinIgnoresHandoff = true;
+#else
+inline constexpr bool kSpinIgnoresHandoff = false;
+#endif
+#if defined(RWSEM_FAULT_NO_HANDOFF_TIMER)
+inline constexpr bool kNoHandoffTimer = true;
+#else
+inline constexpr bool kNoHandoffTimer = false;
+#endif
+#if defined(RWSEM_FAULT_WAKEE_WAITS_FOR_WAKER)
+inline constexpr bool kWakeeWaitsForWaker = true;
+#else
+inline constexpr bool kWakeeWaitsForWaker = false;
+#endif
+#if defined(RWSEM_FAULT_RELEASE_SUBTRACTS_CALLER_WORD)
+inline constexpr bool kReleaseSubtractsCallerWord = true;
+#else
+inline constexpr bool kReleaseSubtractsCallerWord = false;
+#endif
+#if defined(RWSEM_FAULT_TOUCH_AFTER_RELEASE)
+inline constexpr bool kTouchAfterRelease = true;
+#else
+inline constexpr bool kTouchAfterRelease = false;
+#endif
+#if defined(RWSEM_FAULT_FUTEX_WAIT_NO_RECHECK)
+inline constexpr bool kFutexWaitNoRecheck = true;
+#else
+inline constexpr bool kFutexWaitNoRecheck = false;
+#endif
+#if defined(RWSEM_FAULT_OWNER_PUBLISH_RELAXED)
+inline constexpr bool kOwnerPublishRelaxed = true;
+#else
+inline constexpr bool kOwnerPublishRelaxed = false;
 #endif
 
 // `mo`, or relaxed when the fault `weaken` is compiled in.

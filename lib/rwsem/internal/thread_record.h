@@ -11,12 +11,32 @@
 // still reads a valid record; at worst it looks at the wrong thread's flags
 // for a moment, which only affects a spin decision. (The kernel gets the
 // same guarantee for task_struct from RCU.)
+//
+// A record goes back to the pool from a pthread key destructor, which glibc
+// runs after every C++ thread_local destructor of the thread: a
+// thread_local object whose destructor takes a lock still uses the
+// thread's own record, so no two live threads ever share an owner id.
+//
+// Publication: a thread initialises its record before it can own any lock,
+// and a new owner publishes its id with a release operation (the write
+// lock's cmpxchg on the merged layout and the mutex, the owner-field store
+// on the generic layouts). A spinner that reads an owner id with acquire
+// and then reads the record's `parked` flag therefore reads an initialised
+// record.
+//
+// Parking (park()/unpark() below). Every sleep of a lock waiter is a futex
+// wait on the waiter's own record's `sleep` word, never on memory of the
+// lock or of a stack frame. A waker therefore never has to wait for, or
+// keep alive, anything of the wakee's, and the wakee never waits for its
+// waker: it may return as soon as it sees its grant, while the waker is
+// still on its way to unpark() it (a stale wake-up is harmless, see below).
 #ifndef RWSEM_LIB_INTERNAL_THREAD_RECORD_H_
 #define RWSEM_LIB_INTERNAL_THREAD_RECORD_H_
 
 #include <atomic>
 #include <cstdint>
 
+#include "arch/futex.h"
 #include "lib/rwsem/osq.h"
 
 namespace rwsem {
@@ -29,13 +49,8 @@ struct alignas(64) ThreadRecord {
   // for spinners, which re-check the lock word anyway.
   std::atomic<bool> parked{false};
   OsqNode osq;                 // this thread's node in spin queues
-  // The mutex's per-thread sleep word (the kernel's task state): kAwake or
-  // kAsleep. A waiter arms it (kAsleep) before it looks at the lock word for
-  // the last time and sleeps on it; a waker exchanges it to kAwake and
-  // futex-wakes it if it was armed. Because records are type-stable, a
-  // waker may still hold a record whose thread has stopped waiting; the
-  // wake-up is then spurious and the thread re-checks its lock. Orders:
-  // lib/rwsem/mutex.h.
+  // The per-thread sleep word (the kernel's task state): kAwake or kAsleep.
+  // See park() / unpark().
   std::atomic<std::uint32_t> sleep{0};
   static constexpr std::uint32_t kAwake = 0, kAsleep = 1;
 };
@@ -75,6 +90,56 @@ class ParkedScope {
  private:
   ThreadRecord& r_;
 };
+
+// ---- parking -----------------------------------------------------------------
+//
+// The waiter arms its sleep word *before* it looks at its wake-up condition
+// for the last time, and the waker changes the condition *before* it reads
+// the sleep word:
+//
+//     waiter                              waker
+//     [S] sleep = kAsleep      (arm)      [S] condition = "woken"
+//     fence(seq_cst)                      fence(seq_cst)          (unpark)
+//     [L] condition? not yet: park()      [RmW] sleep -> kAwake; was kAsleep?
+//         futex_wait while kAsleep              yes: futex_wake
+//
+// Both fences are seq_cst, so at least one side sees the other's store:
+// either the waiter's look sees the condition, or the waker sees kAsleep
+// and wakes it; futex_wait sleeps only while the word still says kAsleep,
+// so a wake-up that lands before the wait is not lost either.
+//
+// A wake-up may also be stale: a waker that set a condition the waiter has
+// already seen (and acted on) may unpark it later, during some other wait.
+// So park() is always called in a loop that re-arms and re-checks the
+// condition; a return from park() means only "look again".
+
+// The waiter half: arm, then the caller looks at its condition.
+inline void arm(ThreadRecord& me) {
+  me.sleep.store(ThreadRecord::kAsleep, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// Sleeps while armed, until unparked, a signal, or the monotonic deadline.
+// Returns false if the deadline passed while still armed. The caller
+// re-arms and re-checks its condition after every return.
+inline bool park(ThreadRecord& me, std::int64_t deadline_ns) {
+  // acquire pairs with the release exchange in unpark(): what the waker did
+  // before it unparked us (its condition store) is visible after this.
+  if (me.sleep.load(std::memory_order_acquire) != ThreadRecord::kAsleep) return true;
+  if (arch::futex_wait(&me.sleep, ThreadRecord::kAsleep, deadline_ns) == ETIMEDOUT)
+    return me.sleep.load(std::memory_order_acquire) != ThreadRecord::kAsleep;
+  return true;
+}
+
+// The waker half. `r` may belong to a thread that stopped waiting (records
+// are type-stable): the wake-up is then stale and harmless.
+inline void unpark(ThreadRecord* r) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // release pairs with the acquire loads in park().
+  if (r->sleep.exchange(ThreadRecord::kAwake, std::memory_order_release) ==
+      ThreadRecord::kAsleep)
+    arch::futex_wake(&r->sleep, 1);
+}
 
 }  // namespace internal
 }  // namespace rwsem

@@ -4,22 +4,27 @@
 // circular doubly-linked list reached through one pointer (the first
 // waiter), edited only with the lock's wait lock held.
 //
-// Hand-over protocol (why a waiter's state has three values)
-// -----------------------------------------------------------
+// Hand-over protocol
+// ------------------
 // A waker decides whom to wake with the wait lock held, but makes the futex
-// calls after dropping it, as the kernel's wake_q does. Between those two
-// moments a woken reader may already see that it owns the lock and want to
-// return, which would free the very word the waker is about to pass to
-// futex_wake. So:
+// calls after dropping it, as the kernel's wake_q does. The kernel keeps
+// the woken task alive with a reference; here the waker keeps only the
+// wakee's thread record, which is type-stable (thread_record.h), and never
+// touches the waiter again once it has told it:
 //
-//   kQueued   -> kGranted   waker, wait lock held: "you are woken" (for a
-//                           reader: "you hold the read lock").
-//   kGranted  -> kReleased  waker, after its futex_wake: "I no longer touch
-//                           your waiter"; store-release.
-//   kReleased -> kQueued    a writer waiter re-arming itself, wait lock held.
+//   kWaiting -> kWoken   waker, wait lock held, store-release, the LAST
+//                        access of the waker to the waiter: "you are
+//                        woken" (for a reader: "you hold the read lock";
+//                        its bias is already in the count). The waker has
+//                        copied the waiter's record pointer before.
+//   kWoken -> kWaiting   a writer waiter re-arming itself, wait lock held.
 //
-// A waiter never leaves while its state is kGranted. It waits for kReleased,
-// which costs at most the waker's futex_wake system call.
+// After the wait lock is dropped the waker unparks the record. A wakee that
+// sees kWoken returns at once: it never waits for its waker, which matters
+// when the wakee is a real-time thread that would otherwise spin in front
+// of a preempted, lower-priority waker. The waker's late unpark() then hits
+// a record whose thread has moved on: a stale wake-up, which every park()
+// loop tolerates (thread_record.h).
 #ifndef RWSEM_LIB_INTERNAL_WAITER_H_
 #define RWSEM_LIB_INTERNAL_WAITER_H_
 
@@ -30,6 +35,7 @@
 
 #include "arch/cpu.h"
 #include "arch/futex.h"
+#include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/thread_record.h"
 
@@ -38,7 +44,12 @@ namespace internal {
 
 enum class WaiterType : std::uint8_t { kReader, kWriter };
 
-enum : std::uint32_t { kQueued = 0, kGranted = 1, kReleased = 2 };
+enum : std::uint32_t { kWaiting = 0, kWoken = 1 };
+
+// The waiter's load of its state: acquire, pairing with the waker's release
+// store of kWoken.
+inline constexpr std::memory_order kGrantOrder =
+    fault::order(fault::kHandoverRelaxed, std::memory_order_acquire);
 
 struct Waiter {
   Waiter(WaiterType t, std::int64_t now_ns, std::int64_t handoff_ns)
@@ -51,8 +62,8 @@ struct Waiter {
 
   Waiter* next = nullptr;       // queue links; wait lock held
   Waiter* prev = nullptr;
-  Waiter* wake_next = nullptr;  // link in a WakeList
-  std::atomic<std::uint32_t> state{kQueued};
+  Waiter* wake_next = nullptr;  // mark_wake()'s list of granted readers
+  std::atomic<std::uint32_t> state{kWaiting};
   const WaiterType type;
   bool handoff_set = false;     // this waiter owns the HANDOFF bit; wait lock
   bool rt = false;              // SCHED_FIFO/RR writer: hands off at once
@@ -62,31 +73,33 @@ struct Waiter {
 
   bool is_reader() const { return type == WaiterType::kReader; }
 
-  // Sleeps while the state is kQueued, up to the deadline (monotonic ns).
-  // Returns false on timeout with the state still kQueued.
-  bool sleep_while_queued(std::int64_t deadline_ns) {
+  // Sleeps while the state is kWaiting, up to the deadline (monotonic ns).
+  // The caller armed its record (arm()) before the waiter became visible to
+  // wakers, i.e. before it dropped the wait lock. Returns false on the
+  // deadline with the state still kWaiting (the caller re-checks that under
+  // the wait lock, where a grant is decided).
+  bool sleep_while_waiting(std::int64_t deadline_ns) {
     ParkedScope parked;  // spinners stop spinning on a parked owner
-    // acquire pairs with the waker's release store of kReleased.
-    while (state.load(std::memory_order_acquire) == kQueued) {
-      if (arch::futex_wait(&state, kQueued, deadline_ns) == ETIMEDOUT &&
-          state.load(std::memory_order_acquire) == kQueued)
-        return false;
+    for (;;) {
+      // acquire pairs with the waker's release store of kWoken in
+      // WakeList::wake(): a granted reader sees what the waker saw.
+      if (state.load(kGrantOrder) != kWaiting) return true;
+      if (!park(*thread, deadline_ns)) return state.load(kGrantOrder) != kWaiting;
+      // Woken, by a signal, or by a stale unpark: look again.
+      if constexpr (fault::kFutexWaitNoRecheck) return true;
+      arm(*thread);
     }
-    return true;
   }
 
-  // Waits until no waker touches this waiter any more (see the hand-over
-  // protocol above). Returns at once unless the state is kGranted.
-  void wait_until_released() {
-    int spins = 0;
-    // acquire pairs with the release store in WakeList::run(): a granted
-    // reader thereby sees everything the waker saw when it granted the lock.
-    while (state.load(fault::order(fault::kHandoverRelaxed, std::memory_order_acquire)) ==
-           kGranted) {
-      if (++spins < 64)
-        arch::cpu_relax();
-      else
-        sched_yield();  // the waker may have been preempted
+  // Called by a woken waiter before it returns. Normally nothing: the wakee
+  // does not wait for its waker. The WAKEE_WAITS_FOR_WAKER fault puts back
+  // the old wait for the waker's unpark() (a store only the waker makes).
+  void after_wakeup() {
+    if constexpr (fault::kWakeeWaitsForWaker) {
+      int spins = 0;
+      while (thread->sleep.load(std::memory_order_acquire) != ThreadRecord::kAwake) {
+        if (++spins < 64) arch::cpu_relax(); else sched_yield();
+      }
     }
   }
 };
@@ -130,8 +143,8 @@ class WaitQueue {
   Waiter* first_ = nullptr;
 };
 
-// Waiters chosen for wake-up with the wait lock held, woken after it is
-// dropped.
+// Waiters chosen for wake-up with the wait lock held, unparked after it is
+// dropped. Holds the wakees' records, never the waiters themselves.
 class WakeList {
  public:
   WakeList() = default;
@@ -139,30 +152,33 @@ class WakeList {
   WakeList& operator=(const WakeList&) = delete;
   ~WakeList() { run(); }
 
-  // Wait lock held. Returns false if w is already woken and not yet back.
-  bool add(Waiter* w) {
-    if (w->state.load(std::memory_order_relaxed) != kQueued) return false;
-    // relaxed: the waiter reads it again with acquire after kReleased.
-    w->state.store(kGranted, std::memory_order_relaxed);
-    w->wake_next = head_;
-    head_ = w;
+  // Wait lock held. Tells w it is woken (see the protocol at the top); after
+  // this call w may be gone. Returns false if w was already woken and has
+  // not re-armed yet.
+  bool wake(Waiter* w) {
+    if (w->state.load(std::memory_order_relaxed) != kWaiting) return false;
+    ThreadRecord* const r = w->thread;  // read before the store below
+    // release pairs with the acquire loads in Waiter::sleep_while_waiting().
+    w->state.store(kWoken, fault::order(fault::kHandoverRelaxed, std::memory_order_release));
+    if (n_ == kCapacity) {
+      unpark(r);  // only a batch past its limit (a fault build) gets here
+    } else {
+      records_[n_++] = r;
+    }
     return true;
   }
 
-  // Wait lock dropped.
+  // Wait lock dropped. Touches only thread records.
   void run() {
-    while (head_ != nullptr) {
-      Waiter* w = head_;
-      head_ = w->wake_next;  // read before kReleased: w may vanish after it
-      arch::futex_wake(&w->state, 1);
-      // release pairs with the acquire in Waiter::wait_until_released().
-      w->state.store(kReleased,
-                     fault::order(fault::kHandoverRelaxed, std::memory_order_release));
-    }
+    for (int i = 0; i < n_; ++i) unpark(records_[i]);
+    n_ = 0;
   }
 
  private:
-  Waiter* head_ = nullptr;
+  // One wake-up wakes one writer or at most kMaxReadersWakeup readers.
+  static constexpr int kCapacity = kMaxReadersWakeup + 1;
+  ThreadRecord* records_[kCapacity];
+  int n_ = 0;
 };
 
 }  // namespace internal
