@@ -215,6 +215,51 @@ TYPED_TEST(RwsemCore, WriterHandoffAfterTimeout) {
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
+// The handoff timer: a writer queued behind a reader that keeps its lock
+// claims HANDOFF at its handoff deadline by itself, with no unlock to wake
+// it. Without the timer it would sleep until the reader count reaches zero,
+// which readers that keep overlapping (or one long reader) can put off
+// indefinitely; with HANDOFF set, no reader can join and no writer can
+// steal, so the writer's wait is bounded by the reader in progress.
+TYPED_TEST(RwsemCore, QueuedWriterClaimsHandoffAtItsDeadline) {
+  using B = typename TestFixture::B;
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
+  std::atomic<bool> w_in{false};
+
+  sem.down_read();
+  ThreadGroup g;
+  g.spawn([&] {
+    sem.down_write();
+    w_in = true;
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); },
+                         "writer W queued behind the reader"));
+  EXPECT_FALSE(B::has_handoff(sem.count())) << sem.describe();
+
+  // W's handoff deadline passes while the reader still holds the lock. The
+  // promise is bounded (handoff timeout + the time W needs to wake), so the
+  // wait for HANDOFF is bounded too, generously for QEMU and TSan.
+  clock.advance(5ms);
+  const auto limit = std::chrono::steady_clock::now() + 2s;
+  while (!B::has_handoff(sem.count()) && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(200us);
+  ASSERT_TRUE(B::has_handoff(sem.count()))
+      << "a writer past its handoff deadline did not claim HANDOFF while the "
+         "reader held the lock\n"
+      << lock_state(sem);
+  // The lock is owed to W: a new reader cannot join, a writer cannot steal.
+  EXPECT_FALSE(sem.down_read_trylock()) << sem.describe();
+  EXPECT_FALSE(sem.down_write_trylock()) << sem.describe();
+  EXPECT_FALSE(w_in.load());
+
+  sem.up_read();
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
 // Reader side of handoff: the waker finds the lock stolen by a writer and,
 // if the first reader has waited long enough, sets HANDOFF for it.
 TYPED_TEST(RwsemCore, ReaderHandoffAfterTimeout) {
