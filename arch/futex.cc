@@ -17,19 +17,9 @@ struct Timespec64 {
   std::int64_t tv_nsec;
 };
 
-long raw_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
-              std::int64_t deadline_ns) {
+long raw_wait_classic(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                      std::int64_t deadline_ns) {
   const bool timed = deadline_ns != kNoDeadline;
-#if defined(SYS_futex_time64) && !defined(__LP64__)
-  static std::atomic<bool> have_time64{true};
-  if (have_time64.load(std::memory_order_relaxed)) {
-    Timespec64 ts{deadline_ns / 1000000000, deadline_ns % 1000000000};
-    long r = syscall(SYS_futex_time64, word, kWaitOp, expected,
-                     timed ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
-    if (r == 0 || errno != ENOSYS) return r;
-    have_time64.store(false, std::memory_order_relaxed);
-  }
-#endif
   struct timespec ts;
   std::int64_t sec = deadline_ns / 1000000000;
   if (sizeof(ts.tv_sec) < 8 && sec > INT32_MAX) sec = INT32_MAX;
@@ -39,12 +29,25 @@ long raw_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                  nullptr, FUTEX_BITSET_MATCH_ANY);
 }
 
-}  // namespace
+long raw_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+              std::int64_t deadline_ns) {
+#if defined(SYS_futex_time64) && !defined(__LP64__)
+  const bool timed = deadline_ns != kNoDeadline;
+  static std::atomic<bool> have_time64{true};
+  if (have_time64.load(std::memory_order_relaxed)) {
+    Timespec64 ts{deadline_ns / 1000000000, deadline_ns % 1000000000};
+    long r = syscall(SYS_futex_time64, word, kWaitOp, expected,
+                     timed ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
+    if (r == 0 || errno != ENOSYS) return r;
+    have_time64.store(false, std::memory_order_relaxed);
+  }
+#endif
+  return raw_wait_classic(word, expected, deadline_ns);
+}
 
-int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
-               std::int64_t deadline_ns) {
-  if (deadline_ns <= 0) return ETIMEDOUT;
-  if (raw_wait(word, expected, deadline_ns) == 0) return 0;
+// futex_wait's answer from a wait's return value and errno.
+int wait_result(std::atomic<std::uint32_t>* word, long r) {
+  if (r == 0) return 0;
   const int err = errno;
   switch (err) {
     case EAGAIN:  // *word != expected already
@@ -57,6 +60,20 @@ int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                    static_cast<void*>(word), std::strerror(err));
       std::abort();
   }
+}
+
+}  // namespace
+
+int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+               std::int64_t deadline_ns) {
+  if (deadline_ns <= 0) return ETIMEDOUT;
+  return wait_result(word, raw_wait(word, expected, deadline_ns));
+}
+
+int futex_wait_classic(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                       std::int64_t deadline_ns) {
+  if (deadline_ns <= 0) return ETIMEDOUT;
+  return wait_result(word, raw_wait_classic(word, expected, deadline_ns));
 }
 
 void futex_wake(std::atomic<std::uint32_t>* word, int n) {
