@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 namespace rwsem {
 namespace arch {
@@ -17,14 +18,36 @@ struct Timespec64 {
   std::int64_t tv_nsec;
 };
 
+// The timeout of the classic futex system call, as the kernel reads it.
+// 64-bit ABIs (x32 included, whose futex is the 64-bit entry point): struct
+// __kernel_timespec, 64-bit seconds and nanoseconds. 32-bit ABIs: the
+// kernel's sys_futex_time32 takes struct old_timespec32
+// {old_time32_t tv_sec; s32 tv_nsec} whatever time_t this program was built
+// with. The C library's struct timespec is not it: with _TIME_BITS=64 it has
+// a 64-bit tv_sec, which the kernel would read as seconds = one half of it
+// and nanoseconds = the other (a deadline cut to the whole second on little
+// endian, seconds 0 on big endian).
+#if defined(__LP64__) || (defined(__x86_64__) && defined(__ILP32__))
+using ClassicTimespec = Timespec64;
+#else
+struct ClassicTimespec {
+  std::int32_t tv_sec;
+  std::int32_t tv_nsec;
+};
+#endif
+static_assert(sizeof(ClassicTimespec) == 2 * sizeof(ClassicTimespec::tv_sec),
+              "no padding in the kernel's timespec");
+
 long raw_wait_classic(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                       std::int64_t deadline_ns) {
   const bool timed = deadline_ns != kNoDeadline;
-  struct timespec ts;
+  using Sec = decltype(ClassicTimespec::tv_sec);
+  // Monotonic seconds past what the field holds (2^31 s, 68 years of
+  // uptime, on 32-bit ABIs) are "forever" in practice: clamp, not wrap.
   std::int64_t sec = deadline_ns / 1000000000;
-  if (sizeof(ts.tv_sec) < 8 && sec > INT32_MAX) sec = INT32_MAX;
-  ts.tv_sec = static_cast<decltype(ts.tv_sec)>(sec);
-  ts.tv_nsec = static_cast<long>(deadline_ns % 1000000000);
+  if (sec > std::numeric_limits<Sec>::max()) sec = std::numeric_limits<Sec>::max();
+  ClassicTimespec ts{static_cast<Sec>(sec),
+                     static_cast<decltype(ClassicTimespec::tv_nsec)>(deadline_ns % 1000000000)};
   return syscall(SYS_futex, word, kWaitOp, expected, timed ? &ts : nullptr,
                  nullptr, FUTEX_BITSET_MATCH_ANY);
 }
