@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 namespace rwsem {
 namespace arch {
@@ -17,10 +18,44 @@ struct Timespec64 {
   std::int64_t tv_nsec;
 };
 
+// The timeout of the classic futex system call, as the kernel reads it.
+// 64-bit ABIs (x32 included, whose futex is the 64-bit entry point): struct
+// __kernel_timespec, 64-bit seconds and nanoseconds. 32-bit ABIs: the
+// kernel's sys_futex_time32 takes struct old_timespec32
+// {old_time32_t tv_sec; s32 tv_nsec} whatever time_t this program was built
+// with. The C library's struct timespec is not it: with _TIME_BITS=64 it has
+// a 64-bit tv_sec, which the kernel would read as seconds = one half of it
+// and nanoseconds = the other (a deadline cut to the whole second on little
+// endian, seconds 0 on big endian).
+#if defined(__LP64__) || (defined(__x86_64__) && defined(__ILP32__))
+using ClassicTimespec = Timespec64;
+#else
+struct ClassicTimespec {
+  std::int32_t tv_sec;
+  std::int32_t tv_nsec;
+};
+#endif
+static_assert(sizeof(ClassicTimespec) == 2 * sizeof(ClassicTimespec::tv_sec),
+              "no padding in the kernel's timespec");
+
+long raw_wait_classic(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                      std::int64_t deadline_ns) {
+  const bool timed = deadline_ns != kNoDeadline;
+  using Sec = decltype(ClassicTimespec::tv_sec);
+  // Monotonic seconds past what the field holds (2^31 s, 68 years of
+  // uptime, on 32-bit ABIs) are "forever" in practice: clamp, not wrap.
+  std::int64_t sec = deadline_ns / 1000000000;
+  if (sec > std::numeric_limits<Sec>::max()) sec = std::numeric_limits<Sec>::max();
+  ClassicTimespec ts{static_cast<Sec>(sec),
+                     static_cast<decltype(ClassicTimespec::tv_nsec)>(deadline_ns % 1000000000)};
+  return syscall(SYS_futex, word, kWaitOp, expected, timed ? &ts : nullptr,
+                 nullptr, FUTEX_BITSET_MATCH_ANY);
+}
+
 long raw_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
               std::int64_t deadline_ns) {
-  const bool timed = deadline_ns != kNoDeadline;
 #if defined(SYS_futex_time64) && !defined(__LP64__)
+  const bool timed = deadline_ns != kNoDeadline;
   static std::atomic<bool> have_time64{true};
   if (have_time64.load(std::memory_order_relaxed)) {
     Timespec64 ts{deadline_ns / 1000000000, deadline_ns % 1000000000};
@@ -30,21 +65,12 @@ long raw_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
     have_time64.store(false, std::memory_order_relaxed);
   }
 #endif
-  struct timespec ts;
-  std::int64_t sec = deadline_ns / 1000000000;
-  if (sizeof(ts.tv_sec) < 8 && sec > INT32_MAX) sec = INT32_MAX;
-  ts.tv_sec = static_cast<decltype(ts.tv_sec)>(sec);
-  ts.tv_nsec = static_cast<long>(deadline_ns % 1000000000);
-  return syscall(SYS_futex, word, kWaitOp, expected, timed ? &ts : nullptr,
-                 nullptr, FUTEX_BITSET_MATCH_ANY);
+  return raw_wait_classic(word, expected, deadline_ns);
 }
 
-}  // namespace
-
-int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
-               std::int64_t deadline_ns) {
-  if (deadline_ns <= 0) return ETIMEDOUT;
-  if (raw_wait(word, expected, deadline_ns) == 0) return 0;
+// futex_wait's answer from a wait's return value and errno.
+int wait_result(std::atomic<std::uint32_t>* word, long r) {
+  if (r == 0) return 0;
   const int err = errno;
   switch (err) {
     case EAGAIN:  // *word != expected already
@@ -57,6 +83,20 @@ int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                    static_cast<void*>(word), std::strerror(err));
       std::abort();
   }
+}
+
+}  // namespace
+
+int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+               std::int64_t deadline_ns) {
+  if (deadline_ns <= 0) return ETIMEDOUT;
+  return wait_result(word, raw_wait(word, expected, deadline_ns));
+}
+
+int futex_wait_classic(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                       std::int64_t deadline_ns) {
+  if (deadline_ns <= 0) return ETIMEDOUT;
+  return wait_result(word, raw_wait_classic(word, expected, deadline_ns));
 }
 
 void futex_wake(std::atomic<std::uint32_t>* word, int n) {

@@ -38,6 +38,16 @@ int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                std::int64_t deadline_ns);
 void futex_wake(std::atomic<std::uint32_t>* word, int n);
 
+// The fallback futex_wait uses when the kernel has no futex_time64 (ENOSYS,
+// 32-bit ABIs on kernels before 5.1): the same wait through the classic
+// futex system call (SYS_futex), with futex_wait's contract. Its timeout is
+// the kernel's 32-bit {s32 tv_sec; s32 tv_nsec} on 32-bit ABIs, whatever
+// time_t the program has (deadlines past 2^31 s are clamped), and the 64-bit
+// one on 64-bit ABIs. Exposed so that tests can run it on kernels that do
+// have futex_time64.
+int futex_wait_classic(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                       std::int64_t deadline_ns);
+
 // CLOCK_MONOTONIC in nanoseconds: the clock futex deadlines are measured on.
 inline std::int64_t monotonic_now_ns() {
   struct timespec ts;

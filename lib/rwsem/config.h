@@ -38,10 +38,25 @@ inline constexpr bool kSpinCompiledIn =
     true;
 #endif
 
+// The largest process-wide default the setters below store: 2^62 ns, about
+// 146 years, i.e. "never" for a spin budget or a handoff timeout. The lock
+// computes deadlines as now + value on the monotonic clock; this bound keeps
+// that sum below INT64_MAX as long as the clock reads less than 2^62 ns.
+inline constexpr std::chrono::nanoseconds kMaxDefaultTunable =
+    std::chrono::nanoseconds(std::int64_t{1} << 62);
+
+// Process-wide spin budget, used by every lock that does not set its own.
+// Any value is accepted: one above kMaxDefaultTunable (nanoseconds::max()
+// included) is stored as kMaxDefaultTunable, and a negative one as 0 (no
+// spinning). default_spin_budget() returns the value stored.
 void set_default_spin_budget(std::chrono::nanoseconds budget);
 std::chrono::nanoseconds default_spin_budget();
 
 // Process-wide handoff timeout, used by every lock that does not set its own.
+// Clamped like the spin budget: above kMaxDefaultTunable (nanoseconds::max()
+// included) means kMaxDefaultTunable, in effect no handoff; negative means 0
+// (the first waiter asks for handoff as soon as it looks).
+// default_handoff_timeout() returns the value stored.
 void set_default_handoff_timeout(std::chrono::nanoseconds timeout);
 std::chrono::nanoseconds default_handoff_timeout();
 

@@ -105,7 +105,7 @@ class Mutex {
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return try_lock_fast() || lock_slow(internal::to_deadline(t));
+    return try_lock_fast() || internal::until(t, [this](std::int64_t d) { return lock_slow(d); });
   }
 
   void unlock() {

@@ -23,10 +23,17 @@ std::atomic<std::int64_t> g_default_spin_ns{kDefaultSpinBudget.count()};
 // nullptr = the real monotonic clock. Written only by tests.
 std::atomic<testing::FakeHandoffClock*> g_fake_clock{nullptr};
 
+// Into [0, kMaxDefaultTunable] (config.h says why): the lock adds these to
+// a clock reading, and a signed overflow there is undefined behaviour.
+std::int64_t clamp_tunable(std::chrono::nanoseconds d) {
+  if (d.count() < 0) return 0;
+  return d > kMaxDefaultTunable ? kMaxDefaultTunable.count() : d.count();
+}
+
 }  // namespace
 
 void set_default_handoff_timeout(std::chrono::nanoseconds timeout) {
-  g_default_handoff_ns.store(timeout.count(), std::memory_order_relaxed);
+  g_default_handoff_ns.store(clamp_tunable(timeout), std::memory_order_relaxed);
 }
 
 std::chrono::nanoseconds default_handoff_timeout() {
@@ -35,7 +42,7 @@ std::chrono::nanoseconds default_handoff_timeout() {
 }
 
 void set_default_spin_budget(std::chrono::nanoseconds budget) {
-  g_default_spin_ns.store(budget.count(), std::memory_order_relaxed);
+  g_default_spin_ns.store(clamp_tunable(budget), std::memory_order_relaxed);
 }
 
 std::chrono::nanoseconds default_spin_budget() {

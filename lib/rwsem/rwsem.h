@@ -339,7 +339,7 @@ class BasicRwSemaphore {
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return down_write_until_ns(internal::to_deadline(t));
+    return internal::until(t, [this](std::int64_t d) { return down_write_until_ns(d); });
   }
 
   void lock_shared() { down_read(); }
@@ -351,7 +351,7 @@ class BasicRwSemaphore {
   }
   template <class Clock, class Duration>
   bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return down_read_until_ns(internal::to_deadline(t));
+    return internal::until(t, [this](std::int64_t d) { return down_read_until_ns(d); });
   }
 
   // ---- observation ---------------------------------------------------------

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <type_traits>
 
 #include "arch/futex.h"
 
@@ -15,11 +16,15 @@ namespace internal {
 template <class Rep, class Period>
 std::int64_t deadline_after(const std::chrono::duration<Rep, Period>& d) {
   // More than ~30 years is "forever"; checked in double so that
-  // hours::max() does not overflow the conversion to nanoseconds.
-  if (std::chrono::duration<double>(d).count() > 1e9) return arch::kNoDeadline - 1;
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  // hours::max() (and hours::min()) do not overflow the conversion to
+  // nanoseconds.
+  const double secs = std::chrono::duration<double>(d).count();
+  if (secs > 1e9) return arch::kNoDeadline - 1;
   const std::int64_t now = arch::monotonic_now_ns();
-  if (ns <= 0) return now;
+  if (!(secs > 0)) return now;
+  // Rounded up: a wait may end late, never early (a duration finer than a
+  // nanosecond must not lose its fraction).
+  const auto ns = std::chrono::ceil<std::chrono::nanoseconds>(d).count();
   return ns >= arch::kNoDeadline - now ? arch::kNoDeadline - 1 : now + ns;
 }
 
@@ -31,6 +36,43 @@ std::int64_t to_deadline(const std::chrono::time_point<Clock, Duration>& t) {
   const auto now = Clock::now();
   if (t <= now) return arch::monotonic_now_ns();
   return deadline_after(t - now);
+}
+
+// Runs op(mono_deadline_ns) -> bool, a "lock until this CLOCK_MONOTONIC
+// deadline" attempt, for a time point `t` on any clock, with the semantics
+// [thread.timedmutex.requirements] gives try_lock_until and
+// [thread.sharedtimedmutex.requirements] gives try_lock_shared_until: the
+// call fails only once Clock::now() has reached t; "if abs_time has already
+// passed, the function attempts to obtain ownership without blocking (as if
+// by calling try_lock())". The timeout is measured on Clock, not on the
+// monotonic clock the futex waits use ([thread.req.timing]: "the timeout
+// expires when Clock::now() >= abs_time").
+//
+// So for any clock but our own: convert the time left on Clock into a
+// monotonic deadline, wait, then read Clock again and repeat while t is still
+// ahead on it (a clock that runs slow or jumps backwards needs more than
+// one wait). The first conversion of a t that already passed makes exactly
+// one attempt, with a deadline of "now", which no slow path blocks on. A
+// retry never happens for a t that passed: then op's false stands.
+//
+// std::chrono::steady_clock is CLOCK_MONOTONIC itself (libstdc++ and libc++
+// on Linux both read it through clock_gettime(CLOCK_MONOTONIC)), the clock
+// of the futex deadline: when op fails at its deadline, steady_clock::now()
+// has already reached t, and a second look cannot change the answer. One
+// call, no loop.
+template <class Clock, class Duration, class Op>
+bool until(const std::chrono::time_point<Clock, Duration>& t, Op op) {
+  if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
+    return op(to_deadline(t));
+  } else {
+    bool first = true;
+    for (;;) {
+      const auto now = Clock::now();
+      if (t <= now) return first ? op(arch::monotonic_now_ns()) : false;
+      if (op(deadline_after(t - now))) return true;
+      first = false;
+    }
+  }
 }
 
 }  // namespace internal
