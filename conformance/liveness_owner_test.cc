@@ -42,6 +42,13 @@ using rwsem::testing::Peer;
 
 constexpr auto kHandoff = 4ms;
 
+// The lock reads its spinner limit (CPUs - 1) once per process, from the CPU
+// mask of the first thread that asks. The real-time tests pin threads to one
+// CPU; if one of those asked first, spinning would be off (limit 0) for every
+// later test in this binary. Ask here, before main(), from the unpinned
+// main thread.
+const unsigned g_spinners_at_start = rwsem::internal::max_spinners();
+
 std::string events_str(const rwsem::LockEventSnapshot& d) {
   std::ostringstream os;
   os << d;
@@ -107,6 +114,7 @@ class RtWakee : public ::testing::Test {
     if (cpus.size() < 2)
       GTEST_SKIP() << "needs 2 CPUs (one for the pinned pair, one for the test)";
     wait_for_rt_bandwidth();
+    ASSERT_EQ(rwsem::internal::max_spinners(), g_spinners_at_start);
     ScopedAffinity keep_mask;
     ASSERT_EQ(pin_to(pthread_self(), cpus[1]), 0);  // the test watches from elsewhere
     const int cpu = cpus[0];
