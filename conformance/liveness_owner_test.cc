@@ -555,9 +555,11 @@ void reader_does_not_pass_queued_writer(std::chrono::nanoseconds budget) {
   sem.down_read();
   std::atomic<bool> w_in{false}, r_in{false}, r_release{false};
   ThreadGroup g;
+  const auto before_w = rwsem::lock_events_snapshot();
   g.spawn([&] { sem.down_write(); w_in = true; sem.up_write(); });
   ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "writer queued"));
   const bool nonspinnable = Peer::nonspinnable(sem);
+  const auto w_events = rwsem::lock_events_snapshot() - before_w;
   const auto readers_before = B::reader_count(sem.count());
   const auto before = rwsem::lock_events_snapshot();
   g.spawn([&] {
@@ -577,12 +579,13 @@ void reader_does_not_pass_queued_writer(std::chrono::nanoseconds budget) {
   ASSERT_TRUE(eventually(sem, [&] { return w_in.load() && r_in.load(); }, "both got the lock"));
   g.join();
   std::printf("  [%s spin=%s] new reader with a writer queued behind a reader: %s; read "
-              "count %llu -> %llu; NONSPINNABLE was %s; events: %s\n",
+              "count %llu -> %llu; NONSPINNABLE was %s (the writer's own spin: %s); "
+              "events: %s\n",
               L::kName, budget_name(budget).c_str(),
               reader_in ? "JOINED THE READ LOCK" : "queued",
               static_cast<unsigned long long>(readers_before),
               static_cast<unsigned long long>(readers_after), nonspinnable ? "set" : "clear",
-              events_str(d).c_str());
+              events_str(w_events).c_str(), events_str(d).c_str());
   EXPECT_FALSE(reader_in) << "a reader got in past the queued writer\n" << state;
   EXPECT_EQ(readers_after, readers_before) << state;
   EXPECT_EQ(d[LockEvent::opt_rlock], 0u) << "a reader spun into a reader-owned lock";
