@@ -84,6 +84,13 @@ class ReaderStream : public ::testing::Test {
     ASSERT_TRUE(eventually(sem, [&] { return reads.load() >= 2 * kReaders; }, "readers running"));
 
     constexpr int kRounds = 6;
+    // A lock without shared mode runs the "readers" exclusively: each of them
+    // may be ahead of the writer.
+    const auto ahead = kShared<T> ? 1 : kReaders + 1;
+    const auto bound_now = [&] {
+      return std::chrono::nanoseconds(kHandoff) +
+             std::chrono::nanoseconds(longest_cs_ns.load()) * ahead + slack;
+    };
     std::atomic<bool> writer_done{false};
     std::chrono::nanoseconds worst{0};
     int rounds = 0, timeouts = 0;
@@ -101,6 +108,10 @@ class ReaderStream : public ::testing::Test {
         }
         nap(100us);
         sem.unlock();
+        if (waited > bound_now()) {
+          ++rounds;
+          break;  // over the bound already: no need for more rounds
+        }
         nap(3ms);  // let the readers overlap again
       }
       writer_done = true;
@@ -111,10 +122,7 @@ class ReaderStream : public ::testing::Test {
     readers.join();
     ASSERT_TRUE(finished);
     const std::chrono::nanoseconds longest(longest_cs_ns.load());
-    // A lock without shared mode runs the "readers" exclusively: each of them
-    // may be ahead of the writer.
-    const auto ahead = kShared<T> ? 1 : kReaders + 1;
-    const auto bound = std::chrono::nanoseconds(kHandoff) + longest * ahead + slack;
+    const auto bound = bound_now();
     std::printf("  [%s spin=%s] reader stream: writer worst wait %.1f ms over %d round(s), "
                 "%d timed out (limit %.0f ms); bound %.1f ms = handoff %.0f + %d x longest "
                 "read section %.2f + slack %.0f; reads %llu\n",
