@@ -1,0 +1,481 @@
+// Liveness under contention: how long a waiter can be starved by a stream of
+// readers or writers, how often later writers may bypass a queued one, and
+// what signals do to sleeping waiters. Every test prints what it measured.
+//
+// The only timing assertions are the lock's stated wait bound: a waiter gets
+// the lock within the handoff timeout plus the critical sections that may
+// legitimately run ahead of it, plus a slack for scheduling. Slack and all
+// durations scale with RWSEM_TIME_SCALE (QEMU, TSan). Every wait on another
+// thread goes through the hang guards in test_util.h.
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conformance/liveness_util.h"
+#include "conformance/lock_types.h"
+#include "conformance/test_util.h"
+#include "lib/rwsem/rwsem.h"
+#include "lib/rwsem/testing.h"
+
+namespace rwsem_test {
+namespace {
+
+using namespace std::chrono_literals;
+using rwsem::testing::Peer;
+
+constexpr auto kHandoff = 4ms;
+
+void update_max(std::atomic<std::int64_t>& m, std::int64_t v) {
+  std::int64_t cur = m.load(std::memory_order_relaxed);
+  while (v > cur && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+// ---- 1. a writer under a stream of overlapping readers ----------------------
+//
+// Four readers take read sections of 200 us - 2 ms (sleeping inside), started
+// staggered and re-acquiring at once, so the reader count rarely drops to 0.
+// One writer repeatedly asks for the write lock. Once it is queued, WAITERS
+// stops new readers' fast path and, past the handoff timeout, HANDOFF stops
+// everyone, so its wait is bounded by
+//   handoff timeout + the longest read section in progress + slack.
+// A lock whose readers keep joining a reader-owned lock while a writer waits
+// (spinning readers that ignore WAITERS) starves the writer instead.
+template <class T>
+class ReaderStream : public ::testing::Test {
+ protected:
+  static void run(std::chrono::nanoseconds budget) {
+    if (!kSpins<T> && budget.count() >= 0)
+      GTEST_SKIP() << T::kName << " does not spin: only the default variant applies";
+    rwsem::Options o;
+    o.handoff_timeout = kHandoff;
+    o.spin_budget = budget;
+    const auto lock = make_lock_with<T>(o);
+    T& sem = *lock;
+    constexpr int kReaders = 4;
+    const auto slack = scaled(500ms);
+    const auto attempt_limit = scaled(2s);  // a write attempt that expires fails the bound
+    std::atomic<bool> stop{false};
+    std::atomic<std::int64_t> longest_cs_ns{0};
+    std::atomic<std::uint64_t> reads{0};
+    ThreadGroup readers;
+    for (int i = 0; i < kReaders; ++i)
+      readers.spawn([&, i] {
+        std::mt19937 rng(1234u + static_cast<unsigned>(i));
+        std::uniform_int_distribution<int> cs_us(200, 2000);
+        nap(std::chrono::microseconds(500 * i));  // staggered start
+        while (!stop.load(std::memory_order_relaxed)) {
+          read_lock(sem);
+          const auto t0 = Clock::now();
+          nap(std::chrono::microseconds(cs_us(rng)));
+          update_max(longest_cs_ns, (Clock::now() - t0).count());
+          read_unlock(sem);
+          reads.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+    ASSERT_TRUE(eventually(sem, [&] { return reads.load() >= 2 * kReaders; }, "readers running"));
+
+    constexpr int kRounds = 6;
+    // A lock without shared mode runs the "readers" exclusively: each of them
+    // may be ahead of the writer.
+    const auto ahead = kShared<T> ? 1 : kReaders + 1;
+    const auto bound_now = [&] {
+      return std::chrono::nanoseconds(kHandoff) +
+             std::chrono::nanoseconds(longest_cs_ns.load()) * ahead + slack;
+    };
+    std::atomic<bool> writer_done{false};
+    std::chrono::nanoseconds worst{0};
+    int rounds = 0, timeouts = 0;
+    ThreadGroup writer;
+    writer.spawn([&] {
+      for (; rounds < kRounds; ++rounds) {
+        const auto t0 = Clock::now();
+        const bool ok = write_lock_for(sem, attempt_limit);
+        const auto waited = Clock::now() - t0;
+        worst = std::max<std::chrono::nanoseconds>(worst, waited);
+        if (!ok) {
+          ++timeouts;
+          ++rounds;
+          break;  // one expiry is enough evidence; do not spend more time
+        }
+        nap(100us);
+        sem.unlock();
+        if (waited > bound_now()) {
+          ++rounds;
+          break;  // over the bound already: no need for more rounds
+        }
+        nap(3ms);  // let the readers overlap again
+      }
+      writer_done = true;
+    });
+    const bool finished = eventually(sem, [&] { return writer_done.load(); }, "writer rounds done");
+    stop = true;
+    writer.join();
+    readers.join();
+    ASSERT_TRUE(finished);
+    const std::chrono::nanoseconds longest(longest_cs_ns.load());
+    const auto bound = bound_now();
+    std::printf("  [%s spin=%s] reader stream: writer worst wait %.1f ms over %d round(s), "
+                "%d timed out (limit %.0f ms); bound %.1f ms = handoff %.0f + %d x longest "
+                "read section %.2f + slack %.0f; reads %llu\n",
+                T::kName, budget_name(budget).c_str(), ms(worst), rounds, timeouts,
+                ms(attempt_limit), ms(bound), ms(kHandoff), ahead, ms(longest), ms(slack),
+                static_cast<unsigned long long>(reads.load()));
+    EXPECT_EQ(timeouts, 0) << "the writer's attempt expired: readers starved it";
+    EXPECT_LE(worst.count(), bound.count())
+        << "writer waited " << ms(worst) << " ms, bound " << ms(bound) << " ms";
+    EXPECT_EQ(sem.count(), 0u) << "lock not clean: " << sem.describe();
+  }
+};
+TYPED_TEST_SUITE(ReaderStream, AllLocks, LockNames);
+
+TYPED_TEST(ReaderStream, WriterBoundSpinDefault) { TestFixture::run(std::chrono::nanoseconds(-1)); }
+TYPED_TEST(ReaderStream, WriterBoundSpin5us) { TestFixture::run(5us); }
+TYPED_TEST(ReaderStream, WriterBoundSpin20us) { TestFixture::run(20us); }
+TYPED_TEST(ReaderStream, WriterBoundSpinOff) { TestFixture::run(0us); }
+
+// ---- 2. a reader under a stream of writers ----------------------------------
+//
+// Writers hammer the lock (short sections, or ~100 us busy sections); one
+// reader asks for read locks back to back for a window and measures each
+// wait. Bound: handoff timeout + (writers that may be ahead + 1) x the
+// longest write section + slack. Also prints reader vs writer throughput.
+template <class T>
+class WriterStream : public ::testing::Test {
+ protected:
+  static void run(bool spin, std::chrono::nanoseconds cs, int writers) {
+    if (!kSpins<T> && !spin) GTEST_SKIP() << T::kName << " does not spin: the spin-on variant covers it";
+    if constexpr (std::is_same_v<T, rwsem::QRwLock>) {
+      // The queued rwlock's waiters never sleep; it is meant for threads
+      // that do not outnumber the CPUs. With more spinners than CPUs a
+      // waiter's turn in its FIFO queue also waits for preempted spinners
+      // ahead of it to be scheduled, which no lock bound covers. So: at most
+      // one writer per CPU beside the reader.
+      const int cpus = static_cast<int>(allowed_cpus().size());
+      const int cap = std::max(1, cpus - 1);
+      if (writers > cap) {
+        std::printf("  [%s] %d CPU(s): %d writer(s) instead of %d (its waiters spin)\n",
+                    T::kName, cpus, cap, writers);
+        writers = cap;
+      }
+    }
+    rwsem::Options o;
+    o.handoff_timeout = kHandoff;
+    if (!spin) o.spin_budget = 0ns;
+    const auto lock = make_lock_with<T>(o);
+    T& sem = *lock;
+    const auto slack = scaled(500ms);
+    const auto attempt_limit = scaled(2s);
+    const auto window = scaled(300ms);
+    std::atomic<bool> stop{false};
+    std::atomic<std::int64_t> longest_cs_ns{0};
+    std::atomic<std::uint64_t> writes{0};
+    ThreadGroup hammers;
+    for (int i = 0; i < writers; ++i)
+      hammers.spawn([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+          sem.lock();
+          const auto t0 = Clock::now();
+          if (cs.count() > 0) busy_for(cs);
+          else for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
+          update_max(longest_cs_ns, (Clock::now() - t0).count());
+          sem.unlock();
+          writes.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+    ASSERT_TRUE(eventually(sem, [&] { return writes.load() > 100; }, "writers running"));
+
+    std::atomic<bool> reader_done{false};
+    std::chrono::nanoseconds worst{0};
+    std::uint64_t reads = 0, writes_in_window = 0;
+    int timeouts = 0;
+    ThreadGroup reader;
+    reader.spawn([&] {
+      const std::uint64_t w0 = writes.load();
+      const auto end = Clock::now() + window;
+      while (Clock::now() < end) {
+        const auto t0 = Clock::now();
+        const bool ok = read_lock_for(sem, attempt_limit);
+        worst = std::max<std::chrono::nanoseconds>(worst, Clock::now() - t0);
+        if (!ok) {
+          ++timeouts;
+          break;
+        }
+        read_unlock(sem);
+        ++reads;
+      }
+      writes_in_window = writes.load() - w0;
+      reader_done = true;
+    });
+    const bool finished = eventually(sem, [&] { return reader_done.load(); }, "reader window done");
+    stop = true;
+    reader.join();
+    hammers.join();
+    ASSERT_TRUE(finished);
+    const std::chrono::nanoseconds longest(longest_cs_ns.load());
+    const auto bound = std::chrono::nanoseconds(kHandoff) + longest * (writers + 1) + slack;
+    std::printf("  [%s spin=%s cs=%s writers=%d] writer stream: reader worst wait %.2f ms, "
+                "%d timed out; bound %.1f ms = handoff %.0f + %d x longest write section "
+                "%.3f + slack %.0f; in %.0f ms: reads %llu, writes %llu\n",
+                T::kName, spin ? "on" : "off", cs.count() ? "100us" : "short", writers,
+                ms(worst), timeouts, ms(bound), ms(kHandoff), writers + 1, ms(longest),
+                ms(slack), ms(window), static_cast<unsigned long long>(reads),
+                static_cast<unsigned long long>(writes_in_window));
+    EXPECT_EQ(timeouts, 0) << "the reader's attempt expired: writers starved it";
+    EXPECT_LE(worst.count(), bound.count())
+        << "reader waited " << ms(worst) << " ms, bound " << ms(bound) << " ms";
+    EXPECT_GT(reads, 0u) << "the reader never got in";
+    EXPECT_EQ(sem.count(), 0u) << "lock not clean: " << sem.describe();
+  }
+};
+TYPED_TEST_SUITE(WriterStream, AllLocks, LockNames);
+
+TYPED_TEST(WriterStream, ReaderBoundShortSectionsSpinOn) { TestFixture::run(true, 0ns, 3); }
+TYPED_TEST(WriterStream, ReaderBoundShortSectionsSpinOff) { TestFixture::run(false, 0ns, 3); }
+TYPED_TEST(WriterStream, ReaderBound100usSectionsSpinOn) { TestFixture::run(true, 100us, 2); }
+TYPED_TEST(WriterStream, ReaderBound100usSectionsSpinOff) { TestFixture::run(false, 100us, 2); }
+
+// ---- 2b. bypasses of a queued writer ------------------------------------------
+//
+// Writer W waits in the queue; two later writers keep stealing the lock with
+// down_write_trylock (a steal is a "bypass": a writer that arrived after W
+// started waiting got the lock before it). Before W's handoff timeout,
+// stealing is allowed. A fake handoff clock then jumps past the timeout: at
+// its next wake-up W must claim HANDOFF, and from the moment HANDOFF is
+// visible no later writer may get in before W. The time from the timeout to
+// W owning the lock is bounded by the sections that were already running.
+template <class L>
+class Bypass : public ::testing::Test {};
+TYPED_TEST_SUITE(Bypass, AllLayouts, LayoutNames);
+
+TYPED_TEST(Bypass, NoWriterBypassesAQueuedWriterOnceItOwnsHandoff) {
+  using B = rwsem::internal::CountBits<TypeParam>;
+  using Lock = rwsem::BasicRwSemaphore<TypeParam>;
+  constexpr int kHammers = 2;
+  const auto cs = 200us;
+  const auto slack = scaled(500ms);
+  int attempt = 0;
+  for (; attempt < 5; ++attempt) {
+    rwsem::testing::FakeHandoffClock clock;
+    Lock sem(rwsem::Options{kHandoff});
+    std::atomic<bool> w_done{false}, advanced{false}, stop{false}, hammer_go{false};
+    std::atomic<std::uint64_t> before{0}, after_timeout{0}, after_handoff{0};
+    std::atomic<std::int64_t> w_got_ns{0};
+    sem.down_write();
+    ThreadGroup g;
+    g.spawn([&] {
+      sem.down_write();
+      w_got_ns = Clock::now().time_since_epoch().count();
+      w_done = true;  // inside W's section: nobody else can be in it
+      sem.up_write();
+    });
+    ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "W queued"));
+    for (int i = 0; i < kHammers; ++i)
+      g.spawn([&] {
+        while (!hammer_go.load()) nap(50us);
+        while (!stop.load(std::memory_order_relaxed)) {
+          const bool saw_handoff = B::has_handoff(sem.count());
+          const bool saw_advance = advanced.load();
+          if (!sem.down_write_trylock()) {
+            rwsem::arch::cpu_relax();
+            continue;
+          }
+          if (!w_done.load()) {
+            (saw_handoff ? after_handoff : saw_advance ? after_timeout : before).fetch_add(1);
+          }
+          busy_for(cs);
+          sem.up_write();
+        }
+      });
+    hammer_go = true;
+    sem.up_write();  // wakes W; the hammers race it for the free lock
+    const bool bypassed = eventually(
+        sem, [&] { return w_done.load() || before.load() >= 20; }, "20 bypasses or W in");
+    if (!bypassed || w_done.load()) {
+      std::printf("  [%s] attempt %d: W got the lock after %llu bypass(es) before its "
+                  "timeout; retrying\n",
+                  TypeParam::kName, attempt, static_cast<unsigned long long>(before.load()));
+      stop = true;
+      g.join();
+      ASSERT_TRUE(bypassed);
+      continue;
+    }
+    const auto t_timeout = Clock::now();
+    clock.advance(kHandoff + 1ms);
+    advanced = true;
+    const bool w_in = eventually(sem, [&] { return w_done.load(); }, "W got the lock after its timeout");
+    stop = true;
+    g.join();
+    ASSERT_TRUE(w_in);
+    const auto after = std::chrono::nanoseconds(w_got_ns.load()) - t_timeout.time_since_epoch();
+    const auto bound = cs * (kHammers + 1) + slack;
+    std::printf("  [%s] bypasses of queued writer W: %llu before its handoff timeout, %llu "
+                "after it but before HANDOFF was visible, %llu after HANDOFF was visible "
+                "(must be 0); W in %.2f ms after the timeout (bound %.1f ms)\n",
+                TypeParam::kName, static_cast<unsigned long long>(before.load()),
+                static_cast<unsigned long long>(after_timeout.load()),
+                static_cast<unsigned long long>(after_handoff.load()), ms(after), ms(bound));
+    EXPECT_EQ(after_handoff.load(), 0u) << "a writer stole the lock owed to W";
+    EXPECT_LE(after.count(), bound.count());
+    EXPECT_EQ(sem.count(), 0u) << sem.describe();
+    return;
+  }
+  GTEST_SKIP() << "W won the race against the stealers in every attempt; nothing measured";
+}
+
+// ---- 4. signals and spurious wake-ups to sleeping waiters --------------------
+//
+// A no-op SIGUSR1 handler without SA_RESTART makes every interrupted futex
+// wait return EINTR. Waiters (readers and writers, untimed, timed with a long
+// deadline, timed with a short one) queue behind a held write lock and are
+// hammered with signals (and, on the rwsem, with spurious wake() calls) for a
+// while. None may return holding the lock while the holder still holds it,
+// no untimed one may return at all, no timed one may give up before its
+// deadline. After the release, all but the short-timed ones get the lock.
+std::atomic<std::uint64_t> g_handled{0};  // lock-free: safe in a handler
+void liveness_noop_handler(int) { g_handled.fetch_add(1, std::memory_order_relaxed); }
+
+template <class T>
+class Signals : public ::testing::Test {};
+TYPED_TEST_SUITE(Signals, AllLocks, LockNames);
+
+TYPED_TEST(Signals, InterruptedWaitersNeitherEnterNorGiveUpEarly) {
+  using T = TypeParam;
+  struct sigaction sa {}, old {};
+  sa.sa_handler = liveness_noop_handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: waits see EINTR
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+
+  const auto lock = make_lock<T>(true);
+  T& sem = *lock;
+  const auto short_deadline = scaled(150ms);
+  const auto storm = scaled(400ms);
+  struct Spec {
+    bool reader;
+    int timed;  // 0 untimed, 1 long deadline, 2 short deadline
+  };
+  std::vector<Spec> specs = {{true, 0}, {false, 0}};
+  if (kTimed<T>) {
+    specs.push_back({true, 1});
+    specs.push_back({false, 1});
+    specs.push_back({true, 2});
+    specs.push_back({false, 2});
+  }
+  const std::size_t n = specs.size();
+  std::vector<pthread_t> handles(n);
+  std::vector<std::atomic<int>> outcome(n);       // 0 waiting, 1 got it, 2 gave up
+  std::vector<std::atomic<std::int64_t>> waited_ns(n);
+  std::atomic<int> started{0}, entered_while_held{0}, in_section{0}, overlap{0},
+      exclusive_entries{0};
+  std::atomic<bool> holder{true}, finish{false};
+  long shared_plain = 0;  // written only by write-lock holders
+
+  sem.lock();
+  ThreadGroup g;
+  for (std::size_t i = 0; i < n; ++i) {
+    outcome[i] = 0;
+    g.spawn([&, i] {
+      handles[i] = pthread_self();
+      started.fetch_add(1);
+      const Spec s = specs[i];
+      const auto t0 = Clock::now();
+      bool ok;
+      if (s.timed == 0) {
+        if (s.reader) read_lock(sem); else sem.lock();
+        ok = true;
+      } else {
+        const auto d = s.timed == 1 ? std::chrono::nanoseconds(hang_limit()) : short_deadline;
+        ok = s.reader ? read_lock_for(sem, d) : write_lock_for(sem, d);
+      }
+      waited_ns[i] = (Clock::now() - t0).count();
+      if (ok) {
+        if (holder.load()) entered_while_held.fetch_add(1);
+        if (!s.reader || !kShared<T>) {
+          if (in_section.fetch_add(1) != 0) overlap.fetch_add(1);
+          ++shared_plain;
+          exclusive_entries.fetch_add(1);
+          in_section.fetch_sub(1);
+          sem.unlock();
+        } else {
+          read_unlock(sem);
+        }
+      }
+      outcome[i] = ok ? 1 : 2;
+      // Stay alive until the signals stop: pthread_kill needs a live thread.
+      while (!finish.load()) nap(1ms);
+    });
+  }
+  ASSERT_TRUE(eventually(sem, [&] { return started.load() == static_cast<int>(n); },
+                         "waiters started"));
+  nap(scaled(20ms));  // let them get past spinning into their waits
+  std::uint64_t signals = 0, spurious = 0;
+  const std::uint64_t handled_before = g_handled.load();
+  const auto storm_end = Clock::now() + storm;
+  while (Clock::now() < storm_end) {
+    for (std::size_t i = 0; i < n; ++i) {
+      pthread_kill(handles[i], SIGUSR1);
+      ++signals;
+    }
+    if constexpr (IsRwsem<T>::value) {
+      Peer::wake(sem);
+      ++spurious;
+    }
+    nap(100us);
+  }
+  int early = 0;
+  std::string report;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int o = outcome[i].load();
+    const Spec s = specs[i];
+    report += std::string("\n    ") + (s.reader ? "reader" : "writer") +
+              (s.timed == 0 ? " untimed" : s.timed == 1 ? " long-timed" : " short-timed") +
+              ": " +
+              (o == 0 ? std::string("still waiting")
+                      : std::string(o == 1 ? "GOT THE LOCK" : "gave up") + " after " +
+                            std::to_string(ms(std::chrono::nanoseconds(waited_ns[i].load()))) +
+                            " ms");
+    if (o == 2 && s.timed == 2 &&
+        std::chrono::nanoseconds(waited_ns[i].load()) < short_deadline)
+      ++early;
+    if (o == 2 && s.timed != 2) ++early;
+  }
+  const int entered = entered_while_held.load();
+  const std::uint64_t handled = g_handled.load() - handled_before;
+  std::printf("  [%s] %llu signals sent (%llu handled), %llu spurious wake() calls over %.0f ms; "
+              "while held:%s\n",
+              T::kName, static_cast<unsigned long long>(signals),
+              static_cast<unsigned long long>(handled),
+              static_cast<unsigned long long>(spurious), ms(storm), report.c_str());
+  holder = false;
+  sem.unlock();
+  const bool all_in = eventually(sem, [&] {
+    for (std::size_t i = 0; i < n; ++i)
+      if (outcome[i].load() == 0) return false;
+    return true;
+  }, "every waiter returned after the release");
+  finish = true;
+  g.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_GT(handled, 0u) << "no signal reached the waiters; the test proved nothing";
+  EXPECT_EQ(entered, 0) << "a waiter returned holding the lock while the holder held it";
+  EXPECT_EQ(early, 0) << "a waiter gave up before its deadline (or an untimed one gave up)";
+  EXPECT_EQ(overlap.load(), 0) << "two writers in the section at once";
+  EXPECT_EQ(shared_plain, exclusive_entries.load()) << "lost update to data under the lock";
+  ASSERT_TRUE(all_in);
+  for (std::size_t i = 0; i < n; ++i)
+    if (specs[i].timed != 2)
+      EXPECT_EQ(outcome[i].load(), 1) << "waiter " << i << " did not get the lock after the release";
+  EXPECT_EQ(sem.count(), 0u) << "lock not clean: " << sem.describe();
+}
+
+}  // namespace
+}  // namespace rwsem_test

@@ -1,0 +1,150 @@
+// Helpers for the liveness tests (liveness_test.cc, liveness_owner_test.cc):
+// time scaling, lock construction with explicit options, real-time and CPU
+// affinity helpers, and a small latency record.
+#ifndef RWSEM_CONFORMANCE_LIVENESS_UTIL_H_
+#define RWSEM_CONFORMANCE_LIVENESS_UTIL_H_
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "arch/cpu.h"
+#include "conformance/lock_types.h"
+#include "conformance/test_util.h"
+
+namespace rwsem_test {
+
+using Clock = std::chrono::steady_clock;
+
+// RWSEM_TIME_SCALE stretches every duration and slack of these tests (QEMU
+// and TSan are 5-30x slower than native); default 1.0.
+inline double time_scale() {
+  const char* s = std::getenv("RWSEM_TIME_SCALE");
+  const double v = s && *s ? std::atof(s) : 1.0;
+  return v > 0 ? v : 1.0;
+}
+
+template <class D>
+std::chrono::nanoseconds scaled(D d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double, std::nano>(d) * time_scale());
+}
+
+template <class D>
+double ms(D d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// A lock with these options where the lock takes options (rwsem, mutex);
+// the queued rwlock has none.
+template <class T>
+std::unique_ptr<T> make_lock_with(const rwsem::Options& o) {
+  if constexpr (std::is_constructible_v<T, const rwsem::Options&>)
+    return std::make_unique<T>(o);
+  else
+    return std::make_unique<T>();
+}
+
+template <class T>
+inline constexpr bool kSpins = std::is_constructible_v<T, const rwsem::Options&>;
+
+// Runs the calling thread as SCHED_FIFO at `prio`; returns 0 or the error.
+inline int become_fifo(int prio = 1) {
+  sched_param p{};
+  p.sched_priority = prio;
+  return pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+}
+
+inline int become_normal(pthread_t t) {
+  sched_param p{};
+  p.sched_priority = 0;
+  return pthread_setschedparam(t, SCHED_OTHER, &p);
+}
+
+inline int pin_to(pthread_t t, int cpu) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(cpu, &s);
+  return pthread_setaffinity_np(t, sizeof s, &s);
+}
+
+// The CPUs this process may run on.
+inline std::vector<int> allowed_cpus() {
+  std::vector<int> out;
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  if (sched_getaffinity(0, sizeof s, &s) != 0) return out;
+  for (int i = 0; i < CPU_SETSIZE; ++i)
+    if (CPU_ISSET(i, &s)) out.push_back(i);
+  return out;
+}
+
+// Restores the calling thread's CPU mask on scope exit.
+class ScopedAffinity {
+ public:
+  ScopedAffinity() { saved_ok_ = pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) == 0; }
+  ~ScopedAffinity() {
+    if (saved_ok_) pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
+  }
+  ScopedAffinity(const ScopedAffinity&) = delete;
+  ScopedAffinity& operator=(const ScopedAffinity&) = delete;
+
+ private:
+  cpu_set_t saved_;
+  bool saved_ok_ = false;
+};
+
+// Sets the process-wide spin budget for one test (locks built without their
+// own budget use it) and restores it afterwards.
+class ScopedSpinBudget {
+ public:
+  explicit ScopedSpinBudget(std::chrono::nanoseconds b) : old_(rwsem::default_spin_budget()) {
+    rwsem::set_default_spin_budget(b);
+  }
+  ~ScopedSpinBudget() { rwsem::set_default_spin_budget(old_); }
+  void set(std::chrono::nanoseconds b) { rwsem::set_default_spin_budget(b); }
+
+ private:
+  std::chrono::nanoseconds old_;
+};
+
+// Sleeps on the calling thread for about `d`; the liveness tests use it for
+// critical sections that must let the other threads run.
+template <class D>
+void nap(D d) {
+  std::this_thread::sleep_for(d);
+}
+
+// Busy-waits for `d` without sleeping (an owner that keeps running).
+template <class D>
+void busy_for(D d) {
+  const auto end = Clock::now() + d;
+  while (Clock::now() < end) rwsem::arch::cpu_relax();
+}
+
+// "default", "off" or "5us": a spin budget as the tests print it.
+inline std::string budget_name(std::chrono::nanoseconds b) {
+  if (b.count() < 0) return "default";
+  if (b.count() == 0) return "off";
+  return std::to_string(b.count() / 1000) + "us";
+}
+
+// The lock's own word and queue for messages; the same as lock_state().
+template <class T>
+std::string state_of(T& l) {
+  return lock_state(l);
+}
+
+}  // namespace rwsem_test
+
+#endif  // RWSEM_CONFORMANCE_LIVENESS_UTIL_H_
