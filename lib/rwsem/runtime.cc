@@ -171,7 +171,10 @@ unsigned max_spinners() {
   static const unsigned n = [] {
     cpu_set_t set;
     long cpus = 0;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+    // The process's CPUs, read from its main thread (tid == pid), not from
+    // whichever thread asks first: a thread pinned to one CPU must not turn
+    // spinning off for the whole process.
+    if (sched_getaffinity(getpid(), sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
     if (cpus <= 0) cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return cpus > 1 ? static_cast<unsigned>(cpus - 1) : 0u;
   }();
