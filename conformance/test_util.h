@@ -13,20 +13,19 @@
 #include <thread>
 #include <vector>
 
+#include "conformance/hang_guard.h"
 #include "lib/rwsem/mutex.h"
 #include "lib/rwsem/qrwlock.h"
 #include "lib/rwsem/rwsem.h"
 
 namespace rwsem_test {
 
-// Hang guard for "wait until the other threads reach state X". It is not a
-// timing assertion: it only turns a lost wake-up into a failure with the lock
-// state printed, instead of a test that hangs until CI kills it. Scaled by
-// RWSEM_TEST_HANG_SECONDS (default 120 s, generous for TSan under QEMU).
-inline std::chrono::seconds hang_limit() {
-  const char* s = std::getenv("RWSEM_TEST_HANG_SECONDS");
-  return std::chrono::seconds(s ? std::atoi(s) : 120);
-}
+// hang_limit() (conformance/hang_guard.h) bounds "wait until the other
+// threads reach state X". It is not a timing assertion: it only turns a lost
+// wake-up into a failure with the lock state printed, instead of a test that
+// hangs until CI kills it. RWSEM_TEST_HANG_SECONDS (default 120 s, generous
+// for TSan under QEMU). The bounded waits below tell the whole-binary hang
+// guard when they will give up, so their own diagnosis comes first.
 
 template <class L>
 std::string lock_state(rwsem::BasicRwSemaphore<L>& sem) {
@@ -61,6 +60,7 @@ template <class Lock, class Pred>
 ::testing::AssertionResult eventually(Lock& sem, Pred pred,
                                       const char* what) {
   const auto give_up = std::chrono::steady_clock::now() + hang_limit();
+  HangGuard::extend_until(give_up);
   while (!pred()) {
     if (std::chrono::steady_clock::now() > give_up)
       return ::testing::AssertionFailure()
@@ -86,6 +86,7 @@ class ThreadGroup {
   }
   void join() {
     const auto give_up = std::chrono::steady_clock::now() + hang_limit();
+    HangGuard::extend_until(give_up);
     while (done_.load() < threads_.size()) {
       if (std::chrono::steady_clock::now() > give_up) {
         std::fprintf(stderr,

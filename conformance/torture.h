@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "arch/cpu.h"
+#include "conformance/hang_guard.h"
 #include "conformance/lock_types.h"
 
 namespace rwsem_test {
@@ -121,6 +122,7 @@ class Watchdog {
  public:
   Watchdog(std::string context, std::chrono::milliseconds limit)
       : context_(std::move(context)), limit_(limit) {
+    HangGuard::extend_until(std::chrono::steady_clock::now() + limit_);
     thread_ = std::thread([this] { run(); });
   }
   ~Watchdog() {
@@ -157,6 +159,9 @@ class Watchdog {
       if (now_ticks != last) {
         last = now_ticks;
         last_change = now;
+        // This watchdog diagnoses a stall itself: the whole-binary guard
+        // waits for it.
+        HangGuard::extend_until(now + limit_);
       } else if (now - last_change > limit_) {
         fire(now - last_change);
       }
