@@ -40,7 +40,7 @@ SANITIZERS = ["none", "tsan", "asan", "ubsan"]
 QEMU = {"aarch64": "qemu-aarch64", "ppc64le": "qemu-ppc64le", "ppc64": "qemu-ppc64",
         "ppc": "qemu-ppc", "i386": "qemu-i386", "armv7": "qemu-arm",
         "s390x": "qemu-s390x", "riscv64": "qemu-riscv64"}
-STATE_RE = re.compile(r"readers=|writer=|WATCHDOG|lock rwsem|^\s*lock |waiters|handoff|"
+STATE_RE = re.compile(r"readers=|writer=|WATCHDOG|HANG:|lock rwsem|^\s*lock |waiters|handoff|"
                       r"seed[:=]|ThreadGroup:|ThreadSanitizer|AddressSanitizer|runtime error|"
                       r"Failure$|Expected|Which is|Value of|Actual|uncaught target signal|Aborted")
 SEED_RE = re.compile(r"(?:\bseed=|RWSEM_SEED=)(\d+)")

@@ -92,6 +92,9 @@ class Mutex {
   }
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
+  // Waits until a thread that released the mutex is out of unlock()'s wait
+  // lock (see "Lifetime" at the top and rwsem.h).
+  ~Mutex() { wait_lock_.wait_until_unlocked(); }
 
   void lock() {
     if (!try_lock_fast()) lock_slow(arch::kNoDeadline);

@@ -89,8 +89,13 @@
 // release are one atomic step). While the wait lock is held the queue
 // cannot empty, so the lock cannot legally be destroyed; the last access
 // is the wait lock's own release, and the wake-ups that follow touch only
-// thread records. The kernel needs none of this: its locks live in objects
-// whose lifetime is managed elsewhere.
+// thread records. That release can still come after the destroyer's last
+// operation on the lock (a reader granted under the wait lock may lock and
+// unlock before the waker lets go of it; or the waiters left before the
+// waker got the wait lock, and the lock was released with WAITERS clear),
+// so the destructor waits for the wait lock to be free: it is held only
+// for a few queue edits. The kernel needs none of this: its locks live in
+// objects whose lifetime is managed elsewhere.
 //
 // Relaxed reads of the count. Every plain load of the count is relaxed: it
 // either seeds a compare-exchange whose success order (acquire) does the
@@ -220,7 +225,11 @@ class BasicRwSemaphore {
       config_ = (config_ & kHandoffField) |
                 us(opts.spin_budget, kSpinDefault - 1) << kSpinShift;
   }
+  // Destroying an unlocked lock with no waiters is allowed even while the
+  // thread that released it is still returning from up_read()/up_write()
+  // (see "Lifetime"): wait until it no longer holds the wait lock.
   ~BasicRwSemaphore() {
+    wait_lock_.wait_until_unlocked();
     if (kDebugEnabled) {
       const Word c = count_.load(std::memory_order_relaxed);
       if (c != 0 || !queue_.empty())

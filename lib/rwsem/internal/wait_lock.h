@@ -7,6 +7,8 @@
 #ifndef RWSEM_LIB_INTERNAL_WAIT_LOCK_H_
 #define RWSEM_LIB_INTERNAL_WAIT_LOCK_H_
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -45,6 +47,17 @@ class WaitLock {
   }
 
   bool is_locked() const { return word_.load(std::memory_order_relaxed) != kFree; }
+
+  // For the destructor of the lock this wait lock belongs to. A thread that
+  // released that lock may still be inside its unlock call, holding this
+  // wait lock for its last few instructions (waking waiters); it touches
+  // nothing of the lock after unlock() below. Waits until it is out.
+  // acquire pairs with the release in unlock(): everything that thread did
+  // to the lock happens before the caller frees the memory. Never blocks
+  // for long: the wait lock is only ever held for queue edits.
+  void wait_until_unlocked() const {
+    while (word_.load(std::memory_order_acquire) != kFree) sched_yield();
+  }
 
  private:
   static constexpr std::uint32_t kFree = 0, kHeld = 1, kContended = 2;
