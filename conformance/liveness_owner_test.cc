@@ -188,6 +188,58 @@ class RtWakee : public ::testing::Test {
 };
 TYPED_TEST_SUITE(RtWakee, RtLocks, LockNames);
 
+// A try with no time left (try_lock_for(0)) on a lock whose owner keeps
+// running must fail at once: it may look at the lock, but neither spin nor
+// queue. The spin budget is set to an hour, so a try that spins does not
+// return until the owner lets go, and the owner lets go only after the try
+// returned (or after a bounded wait that fails the test). The API promises
+// a prompt answer, so the bound below is a promise, not a timing guess.
+template <class T>
+class ZeroTimeout : public ::testing::Test {};
+TYPED_TEST_SUITE(ZeroTimeout, RtLocks, LockNames);
+
+TYPED_TEST(ZeroTimeout, TryWithNoTimeLeftDoesNotSpin) {
+  const auto saved = rwsem::default_spin_budget();
+  rwsem::set_default_spin_budget(std::chrono::hours(1));
+  TypeParam sem;
+  std::atomic<bool> held{false}, tried{false}, release{false}, result{true};
+  ThreadGroup g;
+  g.spawn([&] {
+    sem.lock();
+    held = true;
+    // Running, never parked: a spinner would keep spinning on us.
+    const auto give_up = std::chrono::steady_clock::now() + hang_limit();
+    while (!release.load() && std::chrono::steady_clock::now() < give_up)
+      rwsem::arch::cpu_relax();
+    sem.unlock();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return held.load(); }, "owner holds the lock"));
+  const auto before = rwsem::lock_events_snapshot();
+  g.spawn([&] {
+    result = sem.try_lock_for(std::chrono::nanoseconds(0));
+    if (result) sem.unlock();
+    tried = true;
+  });
+  const auto limit = std::chrono::steady_clock::now() + scaled(std::chrono::seconds(2));
+  while (!tried.load() && std::chrono::steady_clock::now() < limit)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const bool prompt = tried.load();
+  const auto d = rwsem::lock_events_snapshot() - before;
+  release = true;
+  g.join();
+  rwsem::set_default_spin_budget(saved);
+  std::printf("  [%s] try_lock_for(0) on a held lock: %s; events: opt_wlock=%llu opt_fail=%llu\n",
+              TypeParam::kName, prompt ? "returned at once" : "STILL SPINNING after 2 s",
+              static_cast<unsigned long long>(d[rwsem::LockEvent::opt_wlock]),
+              static_cast<unsigned long long>(d[rwsem::LockEvent::opt_fail]));
+  EXPECT_TRUE(prompt) << "try_lock_for(0) spun on a running owner instead of failing at once";
+  EXPECT_FALSE(result.load()) << "try_lock_for(0) took a lock another thread held";
+  if constexpr (!std::is_same_v<TypeParam, rwsem::Mutex>) {
+    // The rwsem counts its spins: a try with no time left starts none.
+    EXPECT_EQ(d[rwsem::LockEvent::opt_wlock] + d[rwsem::LockEvent::opt_fail], 0u);
+  }
+}
+
 TYPED_TEST(RtWakee, ReaderDoesNotWaitForItsPreemptedWaker) { TestFixture::run(true); }
 TYPED_TEST(RtWakee, WriterDoesNotWaitForItsPreemptedWaker) { TestFixture::run(false); }
 

@@ -227,11 +227,13 @@ class Mutex {
   // turn in the spin queue; the first waiter (`waiter` true) does not (see
   // the top of the file). Both stop when the owner parks or the budget is
   // spent. relaxed loads: the acquire is in try_acquire().
-  bool optimistic_spin(bool waiter) {
+  // Spins until the monotonic `deadline` at the latest (the caller's).
+  bool optimistic_spin(bool waiter, std::int64_t deadline) {
     const std::int64_t budget = spin_budget_ns();
     if (budget <= 0) return false;
     const Word self = self_word();
-    const std::int64_t budget_end = arch::monotonic_now_ns() + budget;
+    std::int64_t budget_end = arch::monotonic_now_ns() + budget;
+    if (budget_end > deadline) budget_end = deadline;
     if (!waiter) {
       const Word owner = L::owner_bits(owner_.load(kOwnerLoadOrder));
       if (owner != 0 && parked(owner)) return false;  // mutex_can_spin_on_owner()
@@ -265,7 +267,10 @@ class Mutex {
 
   // __mutex_lock_common(). Returns false only when the deadline passed.
   bool lock_slow(std::int64_t deadline) {
-    if (optimistic_spin(false)) return true;
+    // A try with no time left (try_lock_for(0), a past time point): one
+    // look at the lock, no spinning, no queueing.
+    if (deadline <= arch::monotonic_now_ns()) return try_acquire(self_word(), false);
+    if (optimistic_spin(false, deadline)) return true;
     Record& me = internal::current_thread();
     const Word self = self_word();
 
@@ -301,7 +306,7 @@ class Mutex {
       }
       first = is_first(node);
       if (!internal::fault::kMutexStateAfterCount) internal::arm(me);
-      taken = try_acquire(self, first) || (first && optimistic_spin(true));
+      taken = try_acquire(self, first) || (first && optimistic_spin(true, deadline));
     }
     wait_lock_.lock();
     dequeue(node);
