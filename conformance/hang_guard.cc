@@ -185,15 +185,12 @@ class Listener : public ::testing::EmptyTestEventListener {
   void OnTestEnd(const ::testing::TestInfo&) override { Guard::get().disarm(); }
 };
 
-// Registered before main(); gtest keeps listeners appended before
-// InitGoogleTest.
-const bool kRegistered = [] {
+}  // namespace
+
+void HangGuard::install() {
   Guard::get();
   ::testing::UnitTest::GetInstance()->listeners().Append(new Listener);
-  return true;
-}();
-
-}  // namespace
+}
 
 HangGuard::Handle& HangGuard::Handle::operator=(Handle&& o) noexcept {
   if (this != &o) {

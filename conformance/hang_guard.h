@@ -84,6 +84,13 @@ class HangGuard {
   // The guard's per-test limit (hang_limit() times the stress and time
   // scales).
   static std::chrono::seconds test_limit();
+  // Registers the per-test listener (arm at each test start, disarm at its
+  // end). Called before main() by hang_guard_listener.cc, which every corpus
+  // binary links except the two whose death tests start threads in the
+  // forked child (rwsem_debug_test, watchdog_demo_test): a guard thread in
+  // the parent makes that child's first thread abort QEMU user mode. Their
+  // death tests are bounded by their own watchdog or die at once.
+  static void install();
 };
 
 }  // namespace rwsem_test
