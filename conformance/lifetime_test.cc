@@ -759,6 +759,67 @@ void spawn_detached(F f) {
   }
 }
 
+// The same race, set up so that only the lock can order it. Spinner Y
+// takes its thread record first. Then 70 new threads take records and stay
+// alive, so the pool must build a new chunk of records after Y's; the last
+// of them, X, write-locks and keeps running. Y then write-locks too and
+// spins on X, reading X's record (its `parked` flag) through the owner id
+// the lock published. The test's own signalling between X, Y and the main
+// thread is relaxed and thread creation orders only main -> child, so the
+// only happens-before from the construction of X's record to Y's read is
+// the one the lock must provide (release when the owner id is published,
+// acquire when a spinner reads it). TSan reports a data race otherwise.
+TYPED_TEST(Lifetime, SpinnerReadsANewOwnersRecordInOrder) {
+  using T = TypeParam;
+  if constexpr (std::is_same_v<T, rwsem::QRwLock>) {
+    GTEST_SKIP() << "the queued rwlock has no owner to spin on";
+  } else {
+    const auto lock = make_lock<T>(true);
+    T& l = *lock;
+    std::atomic<int> stage{0};  // relaxed everywhere: no ordering from the test
+    std::atomic<bool> release{false}, y_done{false};
+    std::thread y([&] {
+      l.lock();  // Y's record: taken before the chunk X's record comes from
+      l.unlock();
+      stage.store(1, std::memory_order_relaxed);
+      while (stage.load(std::memory_order_relaxed) != 3) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      l.lock();  // spins on X, a running owner
+      l.unlock();
+      y_done.store(true, std::memory_order_relaxed);
+    });
+    while (stage.load(std::memory_order_relaxed) != 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::atomic<int> taken{0};
+    for (int i = 0; i < 69; ++i)
+      spawn_detached([&] {
+        rwsem::internal::current_thread();  // a record for the rest of the process
+        // release/acquire: these threads' last touch of this stack frame
+        // happens before the main thread returns (it orders nothing for Y).
+        taken.fetch_add(1, std::memory_order_release);
+        ParkingLot::get().park();
+      });
+    while (taken.load(std::memory_order_acquire) != 69)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::thread x([&] {
+      l.lock();  // X's record is built here, in a chunk newer than Y's
+      stage.store(2, std::memory_order_relaxed);
+      const auto give_up = std::chrono::steady_clock::now() + hang_limit();
+      while (!release.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < give_up)
+        rwsem::arch::cpu_relax();  // running, never parked: Y keeps spinning
+      l.unlock();
+    });
+    while (stage.load(std::memory_order_relaxed) != 2) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    stage.store(3, std::memory_order_relaxed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // Y spins on X meanwhile
+    release.store(true, std::memory_order_relaxed);
+    x.join();
+    y.join();
+    EXPECT_TRUE(y_done.load());
+    std::printf("[lifetime record publication %s] spinner Y read the record of owner X, "
+                "built after Y's own (69 records in between)\n", T::kName);
+  }
+}
+
 TYPED_TEST(Lifetime, FirstLockConcurrent) {
   using T = TypeParam;
   const std::uint64_t seed = run_seed();
