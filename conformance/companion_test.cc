@@ -1,5 +1,5 @@
 // Scenarios specific to the companion locks: the queued rwlock's word and
-// queue behaviour (seed 003) and the mutex's handoff (seed 002 lineage).
+// queue behaviour (the qrwlock series) and the mutex's handoff (the waiter-spinning series).
 // What they share with every lock (ordering, torture, std API) runs in the
 // typed suites over AllLocks.
 #include <gtest/gtest.h>

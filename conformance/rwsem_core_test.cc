@@ -103,12 +103,12 @@ TEST(RwsemOwnerId, MergedLayoutRejectsIdsPastBit47) {
   EXPECT_EQ(M::writer_word(id) & ~M::kWriterMask, 0u);
 }
 
-// Seed patch 6: with a reader first in the queue, one wake-up grants the read
+// Rwsem series patch 6: with a reader first in the queue, one wake-up grants the read
 // lock to at most 256 readers; the rest wait until those have left.
 TYPED_TEST(RwsemCore, WakeBatchIsAtMost256Readers) {
   using B = typename TestFixture::B;
   constexpr int kReaders = 300;
-  static_assert(rwsem::kMaxReadersWakeup == 256, "the seed's batch size");
+  static_assert(rwsem::kMaxReadersWakeup == 256, "the series' batch size");
   typename TestFixture::Lock sem;
   std::atomic<int> acquired{0};
   std::atomic<bool> release{false};
@@ -168,7 +168,7 @@ TYPED_TEST(RwsemCore, ReaderWakeSkipsQueuedWriters) {
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
-// Seed patch 2 / commit 004, writer side: a first waiter that has waited past
+// Rwsem series patch 2 / the handoff commit, writer side: a first waiter that has waited past
 // the handoff timeout sets HANDOFF when it next fails to get the lock; then
 // nobody can steal the lock from it.
 TYPED_TEST(RwsemCore, WriterHandoffAfterTimeout) {

@@ -1,4 +1,4 @@
-// Optimistic spinning scenarios (seed patches 4, 5, 7, 8), observed through
+// Optimistic spinning scenarios (rwsem series patches 4, 5, 7, 8), observed through
 // the lock event counters (this binary is built with RWSEM_LOCK_EVENTS=1).
 #include <gtest/gtest.h>
 #include <pthread.h>

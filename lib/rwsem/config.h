@@ -1,4 +1,4 @@
-// Tunables of the lock, with the values the seed series uses.
+// Tunables of the lock, with the values the upstream series use (LINEAGE.md).
 #ifndef RWSEM_LIB_CONFIG_H_
 #define RWSEM_LIB_CONFIG_H_
 
@@ -8,12 +8,12 @@
 namespace rwsem {
 
 // A first waiter that has waited this long sets HANDOFF and stops lock
-// stealing until it owns the lock (seed 004: 4 ms). Real-time writers do not
+// stealing until it owns the lock (the handoff commit: 4 ms). Real-time writers do not
 // wait for it.
 inline constexpr std::chrono::nanoseconds kDefaultHandoffTimeout =
     std::chrono::milliseconds(4);
 
-// Readers woken by one wake-up when the first waiter is a reader (seed patch
+// Readers woken by one wake-up when the first waiter is a reader (rwsem series patch
 // 6): bounds the waker's work and the growth of the reader count.
 inline constexpr int kMaxReadersWakeup = 256;
 
@@ -23,7 +23,7 @@ inline constexpr int kMaxReadersWakeup = 256;
 // owner is parked in one of its own waits. The budget bounds the cost of
 // guessing wrong: a spinner stops when the owner parks, when the owner
 // changes to something it may not spin on, or when the budget is spent.
-// Spinning on a reader-owned lock has the seed's tighter limit on top
+// Spinning on a reader-owned lock has the series' tighter limit on top
 // (10 us + 0.5 us per reader up to 30 readers with waiters, else 25 us).
 // At most one thread per available CPU but one spins on a lock at a time
 // (osq.h says why); on a single CPU nothing spins.

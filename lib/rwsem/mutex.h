@@ -1,6 +1,6 @@
 // rwsem::Mutex: the kernel's sleeping mutex in user space, with optimistic
-// spinning, waiter spinning and handoff (seed 002 and the handoff rework
-// that followed it).
+// spinning, waiter spinning and handoff (the mutex waiter-spinning series
+// and the handoff rework that followed it; LINEAGE.md).
 //
 // The lock word is the owner word (arch/count_layouts.h, MutexOwnerLayout):
 // the owning thread's record address, or 0, plus three flags (WAITERS,
@@ -18,7 +18,7 @@
 //    wakes the first waiter.
 //
 // A woken first waiter competes with spinners that keep arriving, and could
-// lose every time (the live-lock seed 002 fixes). So:
+// lose every time (the live-lock the waiter-spinning series fixes). So:
 //  - it spins on the owner word itself, beside the head of the spin queue,
 //    but never *in* the spin queue. Behind other spinners in the queue it
 //    would reach the owner word only after all of them, which is the
@@ -30,7 +30,7 @@
 //    or PICKUP is set the owner bits are non-zero, so neither the fast path
 //    nor a spinner can take the lock.
 //
-// Not missing a wake-up (seed 002 patch 3)
+// Not missing a wake-up (waiter-spinning series, patch 3)
 // ----------------------------------------
 // A waiter arms its record's sleep word (internal::arm()) *before* it looks
 // at the owner word, and the waker changes the owner word *before* it reads

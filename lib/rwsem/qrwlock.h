@@ -16,7 +16,7 @@
 // a writer (a writer at the head sets WAITING, which sends newly arriving
 // readers to the queue behind it).
 //
-// The two improvements of the seed series (003) are both here:
+// The two improvements of the qrwlock series ("Improve qrwlock performance", LINEAGE.md) are both here:
 //  - a reader at the head of the queue adds its bias at once and then waits
 //    only for a writer that *holds* the lock to leave (read_slow);
 //  - a writer at the head takes the lock in one step while no reader is

@@ -17,7 +17,7 @@
 //                slow path.
 //   write lock   cmpxchg(0 -> writer word), acquire. The writer word is
 //                WRITER_LOCKED, or on the merged layout the caller's owner
-//                id, computed once per thread (seed patch 12).
+//                id, computed once per thread (rwsem series patch 12).
 //   unlocks      cmpxchg, release; they take the slow wake path only if
 //                WAITERS is set and (for readers) they are the last reader.
 //
@@ -29,10 +29,10 @@
 // held. If the first waiter is a reader, the waker takes one reader bias to
 // test that no writer stole the lock, then grants the read lock to up to
 // kMaxReadersWakeup queued readers anywhere in the queue, skipping writers
-// (seed patch 6), adding their biases in one atomic add. Readers are not
+// (rwsem series patch 6), adding their biases in one atomic add. Readers are not
 // woken while READFAIL is set; the last reader to leave wakes them.
 //
-// Handoff (seed patch 2 and commit 004)
+// Handoff (rwsem series patch 2 and the handoff commit)
 // -------------------------------------
 // Writers may steal a free lock from queued waiters, which makes the lock
 // fast but unfair. A first waiter that has waited longer than the handoff
@@ -54,7 +54,7 @@
 // (reader fetch_add/fetch_sub of READER_BIAS, the writer's cmpxchg from 0,
 // trylock cmpxchg loops that preserve the low bits, up_write subtracting the
 // exact writer word) can carry into, borrow from or write the HANDOFF bit.
-// In the seed's v2 the writer set HANDOFF with atomic_or outside the wait
+// In the series' v2 the writer set HANDOFF with atomic_or outside the wait
 // lock and argued it safe because a first-waiter writer excludes mark_wake's
 // reader path; here the writer sets it inside the wait lock, which needs no
 // such argument. Likewise no barrier is needed "to make HANDOFF visible":
@@ -689,13 +689,13 @@ class BasicRwSemaphore {
     mark_wake(WakeType::kAny, wakes);
   }
 
-  // ---- optimistic spinning (seed patches 4, 5, 7, 8) ----------------------------
+  // ---- optimistic spinning (rwsem series patches 4, 5, 7, 8) ----------------------------
   //
   // A slow-path locker first spins, if the lock lets it, trying the lock
   // whenever the owner changes, instead of sleeping at once. Only the head
   // of the spin queue (osq_) spins on the count; the others spin on their
   // own queue nodes. Every spin is bounded by the spin budget
-  // (config.h); a writer spinning on a reader-owned lock also by the seed's
+  // (config.h); a writer spinning on a reader-owned lock also by the series'
   // reader-owned limit.
 
   enum OwnerState : int {
@@ -865,7 +865,7 @@ class BasicRwSemaphore {
   // still in the count.
   [[gnu::noinline]] bool read_slowpath(Word c, std::int64_t deadline) {
     // Back the bias out before queueing, so that it blocks no writer while
-    // we wait for the wait lock (seed 001; patch 10 for READFAIL).
+    // we wait for the wait lock ("Stop active read lock ASAP"; patch 10 for READFAIL).
     backout_reader_bias();
     if (deadline <= arch::monotonic_now_ns()) {
       RWSEM_EVENT_INC(rlock_fail);

@@ -65,7 +65,7 @@
 //                                even with readers present
 //     MUTEX_STATE_AFTER_COUNT    a mutex waiter arms its sleep state after
 //                                its look at the owner word and outside the
-//                                wait lock (the seed 002 missed wake-up)
+//                                wait lock (the missed wake-up of the waiter-spinning series)
 //     MUTEX_HANDOFF_IGNORED      unlock releases the lock even when the
 //                                first waiter asked for a handoff
 //     MUTEX_PICKUP_BY_ANYONE     any thread may take a lock handed to a

@@ -2,7 +2,7 @@
 // steps of a protocol so that stress tests reach interleavings that a
 // machine with few cores almost never shows.
 //
-// A lost wake-up such as seed 002's needs the waker to run in the few
+// A lost wake-up such as the one the mutex waiter-spinning series fixed needs the waker to run in the few
 // nanoseconds between a waiter's look at the lock word and its going to
 // sleep. Without help that happens only when the waiter is preempted at
 // exactly that instruction, and in a stress run a lost wake-up is usually
