@@ -237,7 +237,8 @@ class Mutex {
     if (!waiter) {
       const Word owner = L::owner_bits(owner_.load(kOwnerLoadOrder));
       if (owner != 0 && parked(owner)) return false;  // mutex_can_spin_on_owner()
-      if (!osq_.lock(budget_end, internal::max_spinners())) return false;
+      if (!osq_.lock(internal::current_thread().osq, budget_end, internal::max_spinners()))
+        return false;
     }
     bool taken = false;
     for (unsigned i = 1;; ++i) {
@@ -250,7 +251,7 @@ class Mutex {
       if ((i & 15) == 0 && arch::monotonic_now_ns() > budget_end) break;
       arch::cpu_relax();
     }
-    if (!waiter) osq_.unlock();
+    if (!waiter) osq_.unlock(internal::current_thread().osq);
     return taken;
   }
 

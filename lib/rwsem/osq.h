@@ -9,8 +9,9 @@
 //   B. find our successor, or, if we are the tail, move the tail back to the
 //      predecessor;
 //   C. link predecessor and successor.
-// Nodes live in the type-stable per-thread records (thread_record.h), so a
-// node another spinner still points at is never freed memory.
+// A spinner passes its own node to lock() and unlock(): the node in its
+// type-stable per-thread record (thread_record.h), so a node another spinner
+// still points at is never freed memory.
 //
 // Spinners per queue are limited to the CPUs that can run them (one fewer
 // than this process may use: the owner needs one). The kernel does not need
@@ -42,21 +43,19 @@ struct OsqNode {
   std::atomic<unsigned> place{0};
 };
 
-OsqNode& current_osq_node();  // the calling thread's node
-
 class SpinQueue {
  public:
-  // Joins the queue and spins until this thread is the one spinner, or until
-  // the monotonic deadline (ns) passes. Returns false if it gave up; the
-  // queue is then as if we had never joined.
+  // Joins the queue with the calling thread's `node` and spins until this
+  // thread is the one spinner, or until the monotonic deadline (ns) passes.
+  // Returns false if it gave up; the queue is then as if we had never
+  // joined.
   //
   // At most `max_spinners` threads are in the queue; past that, lock()
   // returns false at once (0: never spin).
-  bool lock(std::int64_t deadline_ns, unsigned max_spinners) {
+  bool lock(OsqNode& node, std::int64_t deadline_ns, unsigned max_spinners) {
     if (max_spinners == 0) return false;
     // The common small-machine case without touching the queue.
     if (max_spinners == 1 && is_locked()) return false;
-    OsqNode& node = current_osq_node();
     node.locked.store(false, std::memory_order_relaxed);
     node.next.store(nullptr, std::memory_order_relaxed);
     // acq_rel: acquire pairs with the releasing unlock() of the previous
@@ -103,8 +102,8 @@ class SpinQueue {
     return false;
   }
 
-  void unlock() {
-    OsqNode& node = current_osq_node();
+  // `node` is the one the caller's successful lock() joined with.
+  void unlock(OsqNode& node) {
     OsqNode* expect = &node;
     // release: our spinning is over before the next spinner starts.
     if (tail_.compare_exchange_strong(expect, nullptr, std::memory_order_release,

@@ -810,7 +810,7 @@ class BasicRwSemaphore {
     const bool wlock = w != 0;
     std::int64_t budget_end = arch::monotonic_now_ns() + spin_budget_ns();
     if (budget_end > deadline) budget_end = deadline;
-    if (!osq_.lock(budget_end, internal::max_spinners())) {
+    if (!osq_.lock(internal::current_thread().osq, budget_end, internal::max_spinners())) {
       RWSEM_EVENT_INC(opt_fail);
       return false;
     }
@@ -850,7 +850,7 @@ class BasicRwSemaphore {
       prev = state;
       arch::cpu_relax();
     }
-    osq_.unlock();
+    osq_.unlock(internal::current_thread().osq);
     if (taken) {
       if (wlock) RWSEM_EVENT_INC(opt_wlock); else RWSEM_EVENT_INC(opt_rlock);
     } else {

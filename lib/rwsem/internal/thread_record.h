@@ -74,8 +74,6 @@ inline ThreadRecord* thread_from_owner_id(std::uint64_t id) {
       static_cast<std::uintptr_t>(id << kOwnerIdShift));
 }
 
-inline OsqNode& current_osq_node() { return current_thread().osq; }
-
 // True when the calling thread runs under SCHED_FIFO or SCHED_RR.
 bool current_thread_is_realtime();
 
