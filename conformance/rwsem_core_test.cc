@@ -20,6 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using rwsem::testing::Peer;
+using Native = rwsem::internal::NativePlatform;
 
 template <class L>
 class RwsemCore : public ::testing::Test {
@@ -70,9 +71,9 @@ TYPED_TEST(RwsemCore, OwnerIdRoundTripsAndIsCachedPerThread) {
   typename TestFixture::Lock sem;
   const std::uint64_t me = rwsem::internal::current_thread().owner_id;
   ASSERT_NE(me, 0u);
-  EXPECT_EQ(rwsem::internal::thread_from_owner_id(me),
+  EXPECT_EQ(rwsem::internal::thread_from_owner_id<Native>(me),
             &rwsem::internal::current_thread());
-  EXPECT_EQ(rwsem::internal::writer_word<L>(), rwsem::internal::writer_word<L>());
+  EXPECT_EQ((rwsem::internal::writer_word<L, Native>()), (rwsem::internal::writer_word<L, Native>()));
   sem.down_write();
   EXPECT_EQ(sem.owner_id(), me) << sem.describe();
   if (L::kOwnerInCount) {

@@ -27,6 +27,8 @@ namespace rwsem_test {
 namespace {
 
 using namespace std::chrono_literals;
+// The deadline helpers read the futex clock of a platform policy.
+using Native = rwsem::internal::NativePlatform;
 
 // A user-defined clock: real (monotonic) time since reset(), times Num/Den,
 // plus a fixed epoch offset. kJumpBack: 30 ms (real) after reset() it jumps
@@ -228,15 +230,15 @@ TEST(DeadlineUntil, PastTimePointCallsTheOperationExactlyOnceWithDeadlineNow) {
       seen = d;
       return result;
     };
-    EXPECT_EQ(rwsem::internal::until(SlowClock::now() - 1ms, op), result);
+    EXPECT_EQ(rwsem::internal::until<Native>(SlowClock::now() - 1ms, op), result);
     EXPECT_EQ(calls, 1);
     EXPECT_GE(seen, before);
     EXPECT_LE(seen, rwsem::arch::monotonic_now_ns()) << "a past time point must not wait";
     calls = 0;
-    EXPECT_EQ(rwsem::internal::until(std::chrono::system_clock::time_point::min(), op), result);
+    EXPECT_EQ(rwsem::internal::until<Native>(std::chrono::system_clock::time_point::min(), op), result);
     EXPECT_EQ(calls, 1);
     calls = 0;
-    EXPECT_EQ(rwsem::internal::until(std::chrono::steady_clock::now() - 1s, op), result);
+    EXPECT_EQ(rwsem::internal::until<Native>(std::chrono::steady_clock::now() - 1s, op), result);
     EXPECT_EQ(calls, 1);
     EXPECT_LE(seen, rwsem::arch::monotonic_now_ns());
   }
@@ -257,20 +259,20 @@ TEST(DeadlineUntil, RetriesUntilTheCallersClockHasPassed) {
   int calls = 0;
   SlowClock::reset();
   const auto t = SlowClock::now() + 30ms;
-  EXPECT_FALSE(rwsem::internal::until(t, wait_until_deadline(&calls)));
+  EXPECT_FALSE(rwsem::internal::until<Native>(t, wait_until_deadline(&calls)));
   EXPECT_GE(SlowClock::now(), t);
   EXPECT_GE(calls, 2) << "a slow clock needs more than one wait";
 
   calls = 0;
   const auto s = std::chrono::steady_clock::now() + 10ms;
-  EXPECT_FALSE(rwsem::internal::until(s, wait_until_deadline(&calls)));
+  EXPECT_FALSE(rwsem::internal::until<Native>(s, wait_until_deadline(&calls)));
   EXPECT_GE(std::chrono::steady_clock::now(), s);
   EXPECT_EQ(calls, 1);
 
   // A success ends the loop at once.
   calls = 0;
   SlowClock::reset();
-  EXPECT_TRUE(rwsem::internal::until(SlowClock::now() + 1h, [&](std::int64_t) {
+  EXPECT_TRUE(rwsem::internal::until<Native>(SlowClock::now() + 1h, [&](std::int64_t) {
     ++calls;
     return true;
   }));

@@ -1,6 +1,9 @@
 // rwsem::Mutex: the kernel's sleeping mutex in user space, with optimistic
 // spinning, waiter spinning and handoff (the mutex waiter-spinning series
-// and the handoff rework that followed it; LINEAGE.md).
+// and the handoff rework that followed it; LINEAGE.md). It is
+// BasicMutex<NativePlatform>: like every lock here, the mutex takes its
+// atomics, fences, futex, clock, scheduler hints and thread records from a
+// platform policy (lib/rwsem/internal/platform.h).
 //
 // The lock word is the owner word (arch/count_layouts.h, MutexOwnerLayout):
 // the owning thread's record address, or 0, plus three flags (WAITERS,
@@ -56,12 +59,11 @@
 #include <string>
 
 #include "arch/count_layouts.h"
-#include "arch/cpu.h"
 #include "arch/futex.h"
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/deadline.h"
 #include "lib/rwsem/internal/faults.h"
-#include "lib/rwsem/internal/perturb.h"
+#include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
@@ -73,28 +75,29 @@ namespace testing {
 struct MutexPeer;
 }  // namespace testing
 
-class Mutex {
+template <class P>
+class BasicMutex {
   using L = MutexOwnerLayout;
-  using Record = internal::ThreadRecord;
+  using Record = typename P::Record;
 
  public:
   using Word = L::Word;
   static constexpr const char* kName = L::kName;
 
-  constexpr Mutex() noexcept = default;
+  constexpr BasicMutex() noexcept = default;
   // Only Options::spin_budget applies (handoff needs no timeout here: the
   // first waiter asks for it as soon as a wake-up did not get it the lock).
-  explicit Mutex(const Options& opts) noexcept {
+  explicit BasicMutex(const Options& opts) noexcept {
     if (opts.spin_budget.count() >= 0)
       spin_budget_ns_ = opts.spin_budget.count() > INT32_MAX
                             ? INT32_MAX
                             : static_cast<std::int32_t>(opts.spin_budget.count());
   }
-  Mutex(const Mutex&) = delete;
-  Mutex& operator=(const Mutex&) = delete;
+  BasicMutex(const BasicMutex&) = delete;
+  BasicMutex& operator=(const BasicMutex&) = delete;
   // Waits until a thread that released the mutex is out of unlock()'s wait
   // lock (see "Lifetime" at the top and rwsem.h).
-  ~Mutex() { wait_lock_.wait_until_unlocked(); }
+  ~BasicMutex() { wait_lock_.wait_until_unlocked(); }
 
   void lock() {
     if (!try_lock_fast()) lock_slow(arch::kNoDeadline);
@@ -104,11 +107,12 @@ class Mutex {
 
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return try_lock_fast() || lock_slow(internal::deadline_after(d));
+    return try_lock_fast() || lock_slow(internal::deadline_after<P>(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return try_lock_fast() || internal::until(t, [this](std::int64_t d) { return lock_slow(d); });
+    return try_lock_fast() ||
+           internal::until<P>(t, [this](std::int64_t d) { return lock_slow(d); });
   }
 
   void unlock() {
@@ -144,9 +148,9 @@ class Mutex {
   // wait lock stayed held for a second (a diagnostic must not hang).
   static constexpr std::size_t kQueueUnreadable = SIZE_MAX;
   std::size_t queue_length() {
-    const std::int64_t give_up = arch::monotonic_now_ns() + 1000000000;
+    const std::int64_t give_up = P::now_ns() + 1000000000;
     while (!wait_lock_.try_lock())
-      if (arch::monotonic_now_ns() > give_up) return kQueueUnreadable;
+      if (P::now_ns() > give_up) return kQueueUnreadable;
     std::size_t n = 0;
     for (Waiter* w = head_; w != nullptr; w = w->next) ++n;
     wait_lock_.unlock();
@@ -175,7 +179,7 @@ class Mutex {
       internal::fault::kOwnerPublishRelaxed ? std::memory_order_relaxed
                                             : std::memory_order_acquire;
 
-  static Word self_word() { return reinterpret_cast<Word>(&internal::current_thread()); }
+  static Word self_word() { return reinterpret_cast<Word>(&P::current_thread()); }
 
   bool try_lock_fast() {
     Word expected = 0;
@@ -227,18 +231,18 @@ class Mutex {
   // turn in the spin queue; the first waiter (`waiter` true) does not (see
   // the top of the file). Both stop when the owner parks or the budget is
   // spent. relaxed loads: the acquire is in try_acquire().
-  // Spins until the monotonic `deadline` at the latest (the caller's).
+  // Spins until `deadline` (the caller's, on P::now_ns()'s clock) at the
+  // latest.
   bool optimistic_spin(bool waiter, std::int64_t deadline) {
     const std::int64_t budget = spin_budget_ns();
     if (budget <= 0) return false;
     const Word self = self_word();
-    std::int64_t budget_end = arch::monotonic_now_ns() + budget;
+    std::int64_t budget_end = P::now_ns() + budget;
     if (budget_end > deadline) budget_end = deadline;
     if (!waiter) {
       const Word owner = L::owner_bits(owner_.load(kOwnerLoadOrder));
       if (owner != 0 && parked(owner)) return false;  // mutex_can_spin_on_owner()
-      if (!osq_.lock(internal::current_thread().osq, budget_end, internal::max_spinners()))
-        return false;
+      if (!osq_.lock(P::current_thread().osq, budget_end, P::max_spinners())) return false;
     }
     bool taken = false;
     for (unsigned i = 1;; ++i) {
@@ -248,10 +252,10 @@ class Mutex {
         taken = true;
         break;
       }
-      if ((i & 15) == 0 && arch::monotonic_now_ns() > budget_end) break;
-      arch::cpu_relax();
+      if ((i & 15) == 0 && P::now_ns() > budget_end) break;
+      P::cpu_relax();
     }
-    if (!waiter) osq_.unlock(internal::current_thread().osq);
+    if (!waiter) osq_.unlock(P::current_thread().osq);
     return taken;
   }
 
@@ -260,7 +264,7 @@ class Mutex {
   // the top. Sleeps until woken or the deadline passes; false on the
   // deadline. A return says only "look again" (a signal, a stale wake-up).
   static bool sleep(Record& me, std::int64_t deadline) {
-    internal::ParkedScope parked;  // spinners stop spinning on us
+    internal::ParkedScope<P> parked;  // spinners stop spinning on us
     return internal::park(me, deadline);
   }
 
@@ -270,9 +274,9 @@ class Mutex {
   bool lock_slow(std::int64_t deadline) {
     // A try with no time left (try_lock_for(0), a past time point): one
     // look at the lock, no spinning, no queueing.
-    if (deadline <= arch::monotonic_now_ns()) return try_acquire(self_word(), false);
+    if (deadline <= P::now_ns()) return try_acquire(self_word(), false);
     if (optimistic_spin(false, deadline)) return true;
-    Record& me = internal::current_thread();
+    Record& me = P::current_thread();
     const Word self = self_word();
 
     wait_lock_.lock();
@@ -280,7 +284,7 @@ class Mutex {
       wait_lock_.unlock();
       return true;
     }
-    if (deadline <= arch::monotonic_now_ns()) {
+    if (deadline <= P::now_ns()) {
       wait_lock_.unlock();
       return false;
     }
@@ -298,7 +302,7 @@ class Mutex {
 
     bool first = false;
     while (!taken) {
-      internal::perturb();  // corpus builds only: between the look and the sleep
+      P::perturb();  // corpus builds only: between the look and the sleep
       if (internal::fault::kMutexStateAfterCount) internal::arm(me);  // too late: faults.h
       if (!sleep(me, deadline)) {
         if (give_up(node, self)) return false;
@@ -405,27 +409,31 @@ class Mutex {
   // first by the time the owner reads the list.
   bool is_first(const Waiter& n) const { return first_.load(std::memory_order_relaxed) == &n; }
 
-  std::atomic<Word> owner_{0};
-  internal::WaitLock wait_lock_;
+  typename P::template Atomic<Word> owner_{0};
+  internal::BasicWaitLock<P> wait_lock_;
   std::int32_t spin_budget_ns_ = -1;  // < 0: the process-wide default
-  internal::SpinQueue osq_;
+  internal::SpinQueue<P> osq_;
   Waiter* head_ = nullptr;  // wait list, oldest first; under wait_lock_
   Waiter* tail_ = nullptr;
   // Copy of head_ for is_first(), stored under wait_lock_; relaxed loads
   // and stores: a hint, never dereferenced, only compared.
-  std::atomic<Waiter*> first_{nullptr};
+  typename P::template Atomic<Waiter*> first_{nullptr};
 };
+
+using Mutex = BasicMutex<internal::NativePlatform>;
 
 namespace testing {
 // Test access to what the protocol does between threads.
 struct MutexPeer {
   // What a woken first waiter that failed to get the lock does: ask the
   // owner for a handoff. Only meaningful while the lock is owned.
-  static void request_handoff(Mutex& m) {
+  template <class P>
+  static void request_handoff(BasicMutex<P>& m) {
     m.owner_.fetch_or(MutexOwnerLayout::kHandoff, std::memory_order_relaxed);
   }
   // The first waiter is asleep in its futex wait (not just queued).
-  static bool first_waiter_parked(Mutex& m) {
+  template <class P>
+  static bool first_waiter_parked(BasicMutex<P>& m) {
     m.wait_lock_.lock();
     const bool parked = m.head_ != nullptr &&
                         m.head_->thread->parked.load(std::memory_order_relaxed);

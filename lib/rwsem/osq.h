@@ -10,8 +10,11 @@
 //      predecessor;
 //   C. link predecessor and successor.
 // A spinner passes its own node to lock() and unlock(): the node in its
-// type-stable per-thread record (thread_record.h), so a node another spinner
-// still points at is never freed memory.
+// per-thread record (thread_record.h). Native records are type-stable, so a
+// node another spinner still points at is never freed memory.
+//
+// Templated on the platform policy P (internal/platform.h): atomics, clock
+// and spin hint come from it.
 //
 // Spinners per queue are limited to the CPUs that can run them (one fewer
 // than this process may use: the owner needs one). The kernel does not need
@@ -28,27 +31,28 @@
 #include <atomic>
 #include <cstdint>
 
-#include "arch/cpu.h"
-#include "arch/futex.h"
-
 namespace rwsem {
 namespace internal {
 
-struct OsqNode {
-  std::atomic<OsqNode*> next{nullptr};
-  std::atomic<OsqNode*> prev{nullptr};
-  std::atomic<bool> locked{false};  // set by the predecessor: "your turn"
+template <class P>
+struct BasicOsqNode {
+  typename P::template Atomic<BasicOsqNode*> next{nullptr};
+  typename P::template Atomic<BasicOsqNode*> prev{nullptr};
+  typename P::template Atomic<bool> locked{false};  // set by the predecessor: "your turn"
   // Place in the queue when this node joined: 0 for the head. relaxed: a
   // hint; a stale value only changes one spin decision.
-  std::atomic<unsigned> place{0};
+  typename P::template Atomic<unsigned> place{0};
 };
 
+template <class P>
 class SpinQueue {
+  using OsqNode = BasicOsqNode<P>;
+
  public:
   // Joins the queue with the calling thread's `node` and spins until this
-  // thread is the one spinner, or until the monotonic deadline (ns) passes.
-  // Returns false if it gave up; the queue is then as if we had never
-  // joined.
+  // thread is the one spinner, or until the deadline (ns on P::now_ns()'s
+  // clock) passes. Returns false if it gave up; the queue is then as if we
+  // had never joined.
   //
   // At most `max_spinners` threads are in the queue; past that, lock()
   // returns false at once (0: never spin).
@@ -76,8 +80,8 @@ class SpinQueue {
     for (int i = 0;; ++i) {
       // acquire pairs with the predecessor's release store of `locked`.
       if (node.locked.load(std::memory_order_acquire)) return true;
-      if (too_many || ((i & 15) == 15 && arch::monotonic_now_ns() > deadline_ns)) break;
-      arch::cpu_relax();
+      if (too_many || ((i & 15) == 15 && P::now_ns() > deadline_ns)) break;
+      P::cpu_relax();
     }
 
     // Step A: detach from our predecessor.
@@ -90,7 +94,7 @@ class SpinQueue {
         break;
       // The predecessor is handing us the lock (or has changed): re-check.
       if (node.locked.load(std::memory_order_acquire)) return true;
-      arch::cpu_relax();
+      P::cpu_relax();
       prev = node.prev.load(std::memory_order_acquire);
     }
     // Step B: our successor, or we were the tail.
@@ -131,11 +135,11 @@ class SpinQueue {
         OsqNode* next = node.next.exchange(nullptr, std::memory_order_acquire);
         if (next != nullptr) return next;
       }
-      arch::cpu_relax();
+      P::cpu_relax();
     }
   }
 
-  std::atomic<OsqNode*> tail_{nullptr};
+  typename P::template Atomic<OsqNode*> tail_{nullptr};
 };
 
 }  // namespace internal

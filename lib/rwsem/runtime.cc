@@ -131,7 +131,7 @@ ThreadRecord& current_thread_slow() {
   const auto addr = reinterpret_cast<std::uintptr_t>(r);
   const std::uint64_t id = static_cast<std::uint64_t>(addr) >> kOwnerIdShift;
   if (id == 0 || (addr & ((std::uintptr_t{1} << kOwnerIdShift) - 1)) != 0 ||
-      thread_from_owner_id(id) != r) {
+      thread_from_owner_id<NativePlatform>(id) != r) {
     std::fprintf(stderr,
                  "rwsem: thread record %p is not %d-byte aligned; owner ids "
                  "would not round-trip\n",

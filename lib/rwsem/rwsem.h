@@ -126,6 +126,7 @@
 #include "lib/rwsem/internal/count_bits.h"
 #include "lib/rwsem/internal/deadline.h"
 #include "lib/rwsem/internal/faults.h"
+#include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
@@ -176,20 +177,21 @@ namespace internal {
              std::string(layout));
 }
 
-// The calling thread's write-lock word for layout L. The kernel caches it
-// per task ("cached writer lock word"); here it is derived from the
-// thread's record on every call (one thread-local load and a shift), so it
-// can never outlive the record: a thread_local destructor that locks after
-// the record was recycled would otherwise lock with another thread's id. A
-// thread whose owner id L cannot encode is refused loudly, never truncated.
-template <class L>
+// The calling thread's write-lock word for layout L on platform P. The
+// kernel caches it per task ("cached writer lock word"); here it is derived
+// from the thread's record on every call (one thread-local load and a
+// shift), so it can never outlive the record: a thread_local destructor that
+// locks after the record was recycled would otherwise lock with another
+// thread's id. A thread whose owner id L cannot encode is refused loudly,
+// never truncated.
+template <class L, class P>
 typename L::Word writer_word() {
   if constexpr (!L::kOwnerInCount) {
     return L::writer_word(0);
   } else {
     const std::uint64_t id =
-        fault::kOwnerIdTrunc32 ? static_cast<std::uint32_t>(current_thread().owner_id)
-                               : current_thread().owner_id;
+        fault::kOwnerIdTrunc32 ? static_cast<std::uint32_t>(P::current_thread().owner_id)
+                               : P::current_thread().owner_id;
     if (RWSEM_UNLIKELY(!L::encodable(id))) refuse_owner_id(L::kName);
     return L::writer_word(id);
   }
@@ -197,16 +199,20 @@ typename L::Word writer_word() {
 
 }  // namespace internal
 
-// One read/write semaphore over count layout `Layout`.
+// One read/write semaphore over count layout `Layout`, on the platform
+// policy `Platform` (lib/rwsem/internal/platform.h): its atomics, fences,
+// futex, clocks, scheduler hints and thread records.
 //
 // Not copyable or movable. No lock or unlock path allocates: waiters live on
 // the waiting thread's stack.
-template <class Layout>
+template <class Layout, class Platform = internal::NativePlatform>
 class BasicRwSemaphore {
   using B = internal::CountBits<Layout>;
-  using Waiter = internal::Waiter;
+  using Waiter = internal::Waiter<Platform>;
   using WaiterType = internal::WaiterType;
-  using WakeList = internal::WakeList;
+  using WakeList = internal::WakeList<Platform>;
+  template <class T>
+  using Atomic = typename Platform::template Atomic<T>;
 
  public:
   using layout_type = Layout;
@@ -256,7 +262,7 @@ class BasicRwSemaphore {
   }
 
   bool down_read_timeout(std::chrono::nanoseconds timeout) {
-    return down_read_until_ns(internal::deadline_after(timeout));
+    return down_read_until_ns(internal::deadline_after<Platform>(timeout));
   }
 
   // Any thread may release a read lock (the kernel's up_read_non_owner()
@@ -283,14 +289,14 @@ class BasicRwSemaphore {
   void down_write() { down_write_until_ns(arch::kNoDeadline); }
 
   bool down_write_trylock() {
-    const Word w = internal::writer_word<Layout>();
+    const Word w = internal::writer_word<Layout, Platform>();
     if (!try_write_lock_unqueued(w)) return false;
     set_owner();
     return true;
   }
 
   bool down_write_timeout(std::chrono::nanoseconds timeout) {
-    return down_write_until_ns(internal::deadline_after(timeout));
+    return down_write_until_ns(internal::deadline_after<Platform>(timeout));
   }
 
   // Releases the write lock. As in the kernel, the caller need not be the
@@ -344,11 +350,12 @@ class BasicRwSemaphore {
   void unlock() { up_write(); }
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return down_write_until_ns(internal::deadline_after(d));
+    return down_write_until_ns(internal::deadline_after<Platform>(d));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return internal::until(t, [this](std::int64_t d) { return down_write_until_ns(d); });
+    return internal::until<Platform>(t,
+                                     [this](std::int64_t d) { return down_write_until_ns(d); });
   }
 
   void lock_shared() { down_read(); }
@@ -356,11 +363,12 @@ class BasicRwSemaphore {
   void unlock_shared() { up_read(); }
   template <class Rep, class Period>
   bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d) {
-    return down_read_until_ns(internal::deadline_after(d));
+    return down_read_until_ns(internal::deadline_after<Platform>(d));
   }
   template <class Clock, class Duration>
   bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return internal::until(t, [this](std::int64_t d) { return down_read_until_ns(d); });
+    return internal::until<Platform>(t,
+                                     [this](std::int64_t d) { return down_read_until_ns(d); });
   }
 
   // ---- observation ---------------------------------------------------------
@@ -384,12 +392,12 @@ class BasicRwSemaphore {
   // after `patience` if someone holds it (a watchdog must not hang).
   bool waiters(std::vector<WaiterInfo>* out,
                std::chrono::nanoseconds patience = std::chrono::seconds(1)) {
-    const std::int64_t give_up = arch::monotonic_now_ns() + patience.count();
+    const std::int64_t give_up = Platform::now_ns() + patience.count();
     while (!wait_lock_.try_lock()) {
-      if (arch::monotonic_now_ns() > give_up) return false;
-      sched_yield();
+      if (Platform::now_ns() > give_up) return false;
+      Platform::yield();
     }
-    const std::int64_t now = internal::handoff_clock_now();
+    const std::int64_t now = Platform::handoff_now_ns();
     for (Waiter* w = queue_.first(); w != nullptr; w = queue_.after(w))
       out->push_back({w->is_reader(), w->thread->tid, now - w->enqueued_ns,
                       w->handoff_set,
@@ -463,7 +471,7 @@ class BasicRwSemaphore {
   }
 
   bool down_write_until_ns(std::int64_t deadline) {
-    const Word w = internal::writer_word<Layout>();
+    const Word w = internal::writer_word<Layout, Platform>();
     Word expected = 0;
     // acquire pairs with the release of the unlock that freed the lock;
     // see kWriteLockOrder for the release on the merged layout.
@@ -518,7 +526,7 @@ class BasicRwSemaphore {
   // nothing changes the writer bits while the write lock is held.
   static Word released_writer_word(Word c) {
     if constexpr (internal::fault::kReleaseSubtractsCallerWord)
-      return internal::writer_word<Layout>();
+      return internal::writer_word<Layout, Platform>();
     return c & Layout::kWriterMask;
   }
 
@@ -587,7 +595,7 @@ class BasicRwSemaphore {
         // enough, start a reader handoff (invariant H: we hold the wait lock,
         // and HANDOFF is clear in `old`, so adding it cannot double it).
         if (!B::has_handoff(old) &&
-            internal::handoff_clock_now() > first->handoff_deadline_ns) {
+            Platform::handoff_now_ns() > first->handoff_deadline_ns) {
           adjustment -= Layout::kHandoff;
           first->handoff_set = true;
           RWSEM_EVENT_INC(rlock_handoff);
@@ -647,7 +655,7 @@ class BasicRwSemaphore {
       if (B::is_locked(c)) {
         if (has_handoff ||
             (!self.rt &&
-             internal::handoff_clock_now() <= self.handoff_deadline_ns))
+             Platform::handoff_now_ns() <= self.handoff_deadline_ns))
           return false;
         // Waited long enough (or real-time): claim the lock for the first
         // waiter. Our deadline has passed, so the first waiter's has too.
@@ -717,8 +725,8 @@ class BasicRwSemaphore {
     const Word c = count_.load(kOwnerLoadOrder);
     if (B::is_write_locked(c)) {
       const std::uint64_t id = owner_of(c);
-      return id == 0 || !internal::thread_from_owner_id(id)->parked.load(
-                            std::memory_order_relaxed);
+      return id == 0 ||
+             !internal::thread_from_owner_id<Platform>(id)->parked.load(std::memory_order_relaxed);
     }
     return !(B::has_readers(c) && is_nonspinnable());
   }
@@ -746,15 +754,15 @@ class BasicRwSemaphore {
       // An RT thread never spins on an owner it cannot see (patch 5).
       if (id == 0 && rt) return kOwnerNonSpinnable;
       // Type-stable records: safe to read even if the owner just left.
-      const internal::ThreadRecord* owner =
-          id != 0 ? internal::thread_from_owner_id(id) : nullptr;
+      const typename Platform::Record* owner =
+          id != 0 ? internal::thread_from_owner_id<Platform>(id) : nullptr;
       for (unsigned i = 1;; ++i) {
         if (stop_spinning_for_handoff(c)) return kOwnerNonSpinnable;
         if (owner != nullptr && owner->parked.load(std::memory_order_relaxed))
           return kOwnerNonSpinnable;
-        if ((i & 15) == 0 && arch::monotonic_now_ns() > budget_end)
+        if ((i & 15) == 0 && Platform::now_ns() > budget_end)
           return kOwnerNonSpinnable;
-        arch::cpu_relax();
+        Platform::cpu_relax();
         c = count_.load(kOwnerLoadOrder);
         if (!B::is_write_locked(c) || owner_of(c) != id) break;
       }
@@ -773,7 +781,7 @@ class BasicRwSemaphore {
     const Word c = count_.load(std::memory_order_relaxed);
     std::int64_t readers = static_cast<std::int64_t>(B::reader_count(c));
     if (readers > 30) readers = 30;
-    return arch::monotonic_now_ns() +
+    return Platform::now_ns() +
            (B::has_waiters(c) ? 10000 + readers * 500 : 25000);
   }
 
@@ -805,16 +813,17 @@ class BasicRwSemaphore {
   }
 
   // rwsem_optimistic_spin(). `w` is the writer word, or 0 for a reader.
-  // Spins until the monotonic `deadline` at the latest (the caller's).
+  // Spins until `deadline` (the caller's, on Platform::now_ns()'s clock) at
+  // the latest.
   bool optimistic_spin(Word w, std::int64_t deadline) {
     const bool wlock = w != 0;
-    std::int64_t budget_end = arch::monotonic_now_ns() + spin_budget_ns();
+    std::int64_t budget_end = Platform::now_ns() + spin_budget_ns();
     if (budget_end > deadline) budget_end = deadline;
-    if (!osq_.lock(internal::current_thread().osq, budget_end, internal::max_spinners())) {
+    if (!osq_.lock(Platform::current_thread().osq, budget_end, Platform::max_spinners())) {
       RWSEM_EVENT_INC(opt_fail);
       return false;
     }
-    const bool rt = internal::current_thread_is_realtime();
+    const bool rt = Platform::current_thread_is_realtime();
     int prev = kOwnerNull;
     unsigned loop = 0;   // iterations on a reader-owned lock
     unsigned spins = 0;  // all iterations; the clock is read every 16th
@@ -835,22 +844,22 @@ class BasicRwSemaphore {
           if (is_nonspinnable()) break;
           reader_deadline = reader_spin_deadline();
           loop = 0;
-        } else if ((++loop & 15) == 0 && arch::monotonic_now_ns() > reader_deadline) {
+        } else if ((++loop & 15) == 0 && Platform::now_ns() > reader_deadline) {
           set_nonspinnable();
           RWSEM_EVENT_INC(opt_nospin);
           break;
         }
       }
       if (state != kOwnerWriter) {
-        if ((++spins & 15) == 0 && arch::monotonic_now_ns() > budget_end) break;
+        if ((++spins & 15) == 0 && Platform::now_ns() > budget_end) break;
         // An RT thread does not spin on readers or on a vanished owner; it
         // retries once after a writer left, in case a writer stole the lock.
         if (rt && prev != kOwnerWriter) break;
       }
       prev = state;
-      arch::cpu_relax();
+      Platform::cpu_relax();
     }
-    osq_.unlock(internal::current_thread().osq);
+    osq_.unlock(Platform::current_thread().osq);
     if (taken) {
       if (wlock) RWSEM_EVENT_INC(opt_wlock); else RWSEM_EVENT_INC(opt_rlock);
     } else {
@@ -867,7 +876,7 @@ class BasicRwSemaphore {
     // Back the bias out before queueing, so that it blocks no writer while
     // we wait for the wait lock ("Stop active read lock ASAP"; patch 10 for READFAIL).
     backout_reader_bias();
-    if (deadline <= arch::monotonic_now_ns()) {
+    if (deadline <= Platform::now_ns()) {
       RWSEM_EVENT_INC(rlock_fail);
       return false;
     }
@@ -884,7 +893,7 @@ class BasicRwSemaphore {
       return true;
     }
 
-    const std::int64_t now = internal::handoff_clock_now();
+    const std::int64_t now = Platform::handoff_now_ns();
     Waiter self(WaiterType::kReader, now, handoff_timeout_ns());
     WakeList wakes;
     wait_lock_.lock();
@@ -932,7 +941,7 @@ class BasicRwSemaphore {
   [[gnu::noinline]] bool write_slowpath(Word w, std::int64_t deadline) {
     // A try with no time left (try_lock_for(0), a past time point): one
     // look at the lock, no spinning, no queueing.
-    if (deadline <= arch::monotonic_now_ns()) {
+    if (deadline <= Platform::now_ns()) {
       if (try_write_lock_unqueued(w)) {
         RWSEM_EVENT_INC(wlock_steal);
         return true;
@@ -945,14 +954,14 @@ class BasicRwSemaphore {
       RWSEM_EVENT_INC(wlock_steal);
       return true;
     }
-    if (deadline <= arch::monotonic_now_ns()) {
+    if (deadline <= Platform::now_ns()) {
       RWSEM_EVENT_INC(wlock_fail);
       return false;
     }
 
-    Waiter self(WaiterType::kWriter, internal::handoff_clock_now(),
+    Waiter self(WaiterType::kWriter, Platform::handoff_now_ns(),
                 handoff_timeout_ns());
-    self.rt = internal::current_thread_is_realtime();
+    self.rt = Platform::current_thread_is_realtime();
     WakeList wakes;
     wait_lock_.lock();
     if (queue_.empty()) {
@@ -986,9 +995,9 @@ class BasicRwSemaphore {
       std::int64_t sleep_until = deadline;
       bool timer = false;
       if (!internal::fault::kNoHandoffTimer && !self.handoff_set) {
-        const std::int64_t left = self.handoff_deadline_ns - internal::handoff_clock_now();
+        const std::int64_t left = self.handoff_deadline_ns - Platform::handoff_now_ns();
         if (left > 0) {
-          const std::int64_t t = arch::monotonic_now_ns() + left;
+          const std::int64_t t = Platform::now_ns() + left;
           if (t < sleep_until) {
             sleep_until = t;
             timer = true;
@@ -1004,7 +1013,7 @@ class BasicRwSemaphore {
       }
       wait_lock_.lock();
       if (!woken && self.state.load(std::memory_order_relaxed) == internal::kWaiting) {
-        if (timer && arch::monotonic_now_ns() < deadline) {
+        if (timer && Platform::now_ns() < deadline) {
           RWSEM_EVENT_INC(wlock_handoff_timer);
           continue;  // retry: try_write_lock() may now set HANDOFF
         }
@@ -1048,7 +1057,7 @@ class BasicRwSemaphore {
                               : "downgrade_write on a rwsem that is not "
                                 "write-locked",
                  c);
-    if (owner_of(c) != internal::current_thread().owner_id)
+    if (owner_of(c) != Platform::current_thread().owner_id)
       debug_fail(op[0] == 'u' ? "up_write by a thread that is not the owner"
                               : "downgrade_write by a thread that is not the "
                                 "owner",
@@ -1078,7 +1087,7 @@ class BasicRwSemaphore {
     } else {
       // release: publishes our initialised thread record to spinners, which
       // load owner_ with kOwnerLoadOrder (thread_record.h, "Publication").
-      owner_.store(static_cast<std::uintptr_t>(internal::current_thread().owner_id << 1),
+      owner_.store(static_cast<std::uintptr_t>(Platform::current_thread().owner_id << 1),
                    internal::fault::kOwnerPublishRelaxed ? std::memory_order_relaxed
                                                          : std::memory_order_release);
     }
@@ -1097,33 +1106,33 @@ class BasicRwSemaphore {
 
   // ---- state -------------------------------------------------------------------
 
-  std::atomic<Word> count_{0};
-  std::atomic<std::uintptr_t> owner_{0};
-  internal::WaitQueue queue_;  // guarded by wait_lock_
-  internal::SpinQueue osq_;    // optimistic spinners
-  internal::WaitLock wait_lock_;
+  Atomic<Word> count_{0};
+  Atomic<std::uintptr_t> owner_{0};
+  internal::WaitQueue<Platform> queue_;  // guarded by wait_lock_
+  internal::SpinQueue<Platform> osq_;    // optimistic spinners
+  internal::BasicWaitLock<Platform> wait_lock_;
   std::uint32_t config_ = ~0u;
 };
 
 using RwSemaphore = BasicRwSemaphore<DefaultLayout>;
 
-template <class L>
-std::ostream& operator<<(std::ostream& os, const BasicRwSemaphore<L>& sem) {
+template <class L, class P>
+std::ostream& operator<<(std::ostream& os, const BasicRwSemaphore<L, P>& sem) {
   return os << sem.describe();
 }
 
 // Raw access for tests (lib/rwsem/testing.h).
 namespace testing {
 struct Peer {
-  template <class L>
-  static std::atomic<typename L::Word>& count(BasicRwSemaphore<L>& s) {
+  template <class L, class P>
+  static typename P::template Atomic<typename L::Word>& count(BasicRwSemaphore<L, P>& s) {
     return s.count_;
   }
   // Pretends `n` more (or, negative, fewer) readers hold the lock, as if
   // that many had taken or released it, so tests reach READFAIL without
   // 2^23 threads. Releasing does the wake-up up_read would do.
-  template <class L>
-  static void add_phantom_readers(BasicRwSemaphore<L>& s, std::int64_t n) {
+  template <class L, class P>
+  static void add_phantom_readers(BasicRwSemaphore<L, P>& s, std::int64_t n) {
     using Bits = internal::CountBits<L>;
     using W = typename L::Word;
     if (n >= 0) {
@@ -1139,22 +1148,22 @@ struct Peer {
       s.wake();
   }
   // rwsem_wake() as an unlock that saw WAITERS would call it.
-  template <class L>
-  static void wake(BasicRwSemaphore<L>& s) {
+  template <class L, class P>
+  static void wake(BasicRwSemaphore<L, P>& s) {
     s.wake();
   }
   // Someone is in the optimistic spin queue.
-  template <class L>
-  static bool spinning(BasicRwSemaphore<L>& s) {
+  template <class L, class P>
+  static bool spinning(BasicRwSemaphore<L, P>& s) {
     return s.osq_.is_locked();
   }
-  template <class L>
-  static bool nonspinnable(BasicRwSemaphore<L>& s) {
+  template <class L, class P>
+  static bool nonspinnable(BasicRwSemaphore<L, P>& s) {
     return s.is_nonspinnable();
   }
-  template <class L>
-  static std::size_t queue_length(BasicRwSemaphore<L>& s) {
-    std::vector<typename BasicRwSemaphore<L>::WaiterInfo> v;
+  template <class L, class P>
+  static std::size_t queue_length(BasicRwSemaphore<L, P>& s) {
+    std::vector<typename BasicRwSemaphore<L, P>::WaiterInfo> v;
     s.waiters(&v);
     return v.size();
   }

@@ -1,6 +1,8 @@
 // Deadlines of the timed lock calls: any std::chrono duration or time point,
-// turned into an absolute CLOCK_MONOTONIC time in ns, the clock the futex
-// waits measure (arch/futex.h). arch::kNoDeadline means "wait forever".
+// turned into an absolute time in ns on the clock the futex waits measure,
+// P::now_ns() of the platform policy P (platform.h); for NativePlatform
+// that is CLOCK_MONOTONIC (arch/futex.h). arch::kNoDeadline means "wait
+// forever".
 #ifndef RWSEM_LIB_INTERNAL_DEADLINE_H_
 #define RWSEM_LIB_INTERNAL_DEADLINE_H_
 
@@ -13,14 +15,14 @@
 namespace rwsem {
 namespace internal {
 
-template <class Rep, class Period>
+template <class P, class Rep, class Period>
 std::int64_t deadline_after(const std::chrono::duration<Rep, Period>& d) {
   // More than ~30 years is "forever"; checked in double so that
   // hours::max() (and hours::min()) do not overflow the conversion to
   // nanoseconds.
   const double secs = std::chrono::duration<double>(d).count();
   if (secs > 1e9) return arch::kNoDeadline - 1;
-  const std::int64_t now = arch::monotonic_now_ns();
+  const std::int64_t now = P::now_ns();
   if (!(secs > 0)) return now;
   // Rounded up: a wait may end late, never early (a duration finer than a
   // nanosecond must not lose its fraction).
@@ -29,27 +31,27 @@ std::int64_t deadline_after(const std::chrono::duration<Rep, Period>& d) {
 }
 
 // Any clock's time point, measured as "time left" on that clock and then
-// placed on the monotonic clock. Compared before subtracting:
+// placed on P's futex clock. Compared before subtracting:
 // time_point::min() - now() would overflow.
-template <class Clock, class Duration>
+template <class P, class Clock, class Duration>
 std::int64_t to_deadline(const std::chrono::time_point<Clock, Duration>& t) {
   const auto now = Clock::now();
-  if (t <= now) return arch::monotonic_now_ns();
-  return deadline_after(t - now);
+  if (t <= now) return P::now_ns();
+  return deadline_after<P>(t - now);
 }
 
-// Runs op(mono_deadline_ns) -> bool, a "lock until this CLOCK_MONOTONIC
-// deadline" attempt, for a time point `t` on any clock, with the semantics
+// Runs op(deadline_ns) -> bool, a "lock until this deadline on P::now_ns()'s
+// clock" attempt, for a time point `t` on any clock, with the semantics
 // [thread.timedmutex.requirements] gives try_lock_until and
 // [thread.sharedtimedmutex.requirements] gives try_lock_shared_until: the
 // call fails only once Clock::now() has reached t; "if abs_time has already
 // passed, the function attempts to obtain ownership without blocking (as if
 // by calling try_lock())". The timeout is measured on Clock, not on the
-// monotonic clock the futex waits use ([thread.req.timing]: "the timeout
-// expires when Clock::now() >= abs_time").
+// clock the futex waits use ([thread.req.timing]: "the timeout expires when
+// Clock::now() >= abs_time").
 //
 // So for any clock but our own: convert the time left on Clock into a
-// monotonic deadline, wait, then read Clock again and repeat while t is still
+// futex-clock deadline, wait, then read Clock again and repeat while t is still
 // ahead on it (a clock that runs slow or jumps backwards needs more than
 // one wait). The first conversion of a t that already passed makes exactly
 // one attempt, with a deadline of "now", which no slow path blocks on. A
@@ -60,16 +62,16 @@ std::int64_t to_deadline(const std::chrono::time_point<Clock, Duration>& t) {
 // of the futex deadline: when op fails at its deadline, steady_clock::now()
 // has already reached t, and a second look cannot change the answer. One
 // call, no loop.
-template <class Clock, class Duration, class Op>
+template <class P, class Clock, class Duration, class Op>
 bool until(const std::chrono::time_point<Clock, Duration>& t, Op op) {
   if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
-    return op(to_deadline(t));
+    return op(to_deadline<P>(t));
   } else {
     bool first = true;
     for (;;) {
       const auto now = Clock::now();
-      if (t <= now) return first ? op(arch::monotonic_now_ns()) : false;
-      if (op(deadline_after(t - now))) return true;
+      if (t <= now) return first ? op(P::now_ns()) : false;
+      if (op(deadline_after<P>(t - now))) return true;
       first = false;
     }
   }

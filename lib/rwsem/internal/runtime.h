@@ -1,5 +1,8 @@
 // Process-wide pieces of the lock that are not templates: the handoff clock
-// and default timeout, and the debug-mode failure report.
+// and default timeout, the calling thread's scheduling class, the spinner
+// limit, and the debug-mode failure report. The lock code reaches the clock
+// and the scheduling questions only through its platform policy
+// (platform.h).
 #ifndef RWSEM_LIB_INTERNAL_RUNTIME_H_
 #define RWSEM_LIB_INTERNAL_RUNTIME_H_
 
@@ -17,6 +20,9 @@ std::int64_t handoff_clock_now();
 // The handoff timeout and spin budget of locks that did not set their own.
 std::int64_t default_handoff_timeout_ns();
 std::int64_t default_spin_budget_ns();
+
+// True when the calling thread runs under SCHED_FIFO or SCHED_RR.
+bool current_thread_is_realtime();
 
 // How many threads may spin in one lock's spin queue: the CPUs this process
 // may run on, minus one for the owner (0 on one CPU: never spin). Read once.

@@ -5,15 +5,22 @@
 // owner field. A spinner follows an owner id back to the record to see
 // whether the owner is parked in one of our waits.
 //
-// Records are type-stable: they come from a pool that is never freed, and a
-// thread's record returns to the pool when the thread exits. A spinner that
-// read an owner id just before that owner left (and even exited) therefore
-// still reads a valid record; at worst it looks at the wrong thread's flags
-// for a moment, which only affects a spin decision. (The kernel gets the
-// same guarantee for task_struct from RCU.)
+// The record is a template on the platform policy P (platform.h), like
+// every lock: its flags are P's atomics, and P::current_thread() finds the
+// calling thread's record. ThreadRecord is the native one, and what follows
+// about the pool holds for it (runtime.cc); another policy keeps its own
+// records and must give them the same two properties: type-stable, and at
+// an address that round-trips through an owner id.
 //
-// A record goes back to the pool from a pthread key destructor, which glibc
-// runs after every C++ thread_local destructor of the thread: a
+// Native records are type-stable: they come from a pool that is never freed,
+// and a thread's record returns to the pool when the thread exits. A spinner
+// that read an owner id just before that owner left (and even exited)
+// therefore still reads a valid record; at worst it looks at the wrong
+// thread's flags for a moment, which only affects a spin decision. (The
+// kernel gets the same guarantee for task_struct from RCU.)
+//
+// A native record goes back to the pool from a pthread key destructor,
+// which glibc runs after every C++ thread_local destructor of the thread: a
 // thread_local object whose destructor takes a lock still uses the
 // thread's own record, so no two live threads ever share an owner id.
 //
@@ -34,59 +41,58 @@
 #define RWSEM_LIB_INTERNAL_THREAD_RECORD_H_
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
-#include "arch/futex.h"
+#include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/osq.h"
 
 namespace rwsem {
 namespace internal {
 
-struct alignas(64) ThreadRecord {
+inline constexpr int kOwnerIdShift = 6;
+
+template <class P>
+struct alignas(64) BasicThreadRecord {
   std::uint64_t owner_id = 0;  // address >> kOwnerIdShift; never 0
   std::uint32_t tid = 0;       // kernel thread id, for diagnostics
   // True while the thread sleeps in one of our futex waits. relaxed: a hint
   // for spinners, which re-check the lock word anyway.
-  std::atomic<bool> parked{false};
-  OsqNode osq;                 // this thread's node in spin queues
+  typename P::template Atomic<bool> parked{false};
+  BasicOsqNode<P> osq;         // this thread's node in spin queues
   // The per-thread sleep word (the kernel's task state): kAwake or kAsleep.
   // See park() / unpark().
-  std::atomic<std::uint32_t> sleep{0};
+  typename P::template Atomic<std::uint32_t> sleep{0};
   static constexpr std::uint32_t kAwake = 0, kAsleep = 1;
 };
 
-inline constexpr int kOwnerIdShift = 6;
+// The native record, for the pool (runtime.cc) and existing callers.
+using ThreadRecord = BasicThreadRecord<NativePlatform>;
 static_assert(alignof(ThreadRecord) == (1 << kOwnerIdShift),
               "owner ids are record addresses >> kOwnerIdShift");
 
-ThreadRecord& current_thread_slow();
-inline thread_local ThreadRecord* t_current_record = nullptr;
+// The calling native thread's record, taken from the pool on first use. For
+// tests and diagnostics; the lock code asks its policy (P::current_thread()).
+inline ThreadRecord& current_thread() { return NativePlatform::current_thread(); }
 
-// The calling thread's record, taken from the pool on first use.
-inline ThreadRecord& current_thread() {
-  ThreadRecord* r = t_current_record;
-  return r != nullptr ? *r : current_thread_slow();
-}
-
-// The record an owner id names. Round-trips with ThreadRecord::owner_id.
-inline ThreadRecord* thread_from_owner_id(std::uint64_t id) {
-  return reinterpret_cast<ThreadRecord*>(
+// The record an owner id names. Round-trips with BasicThreadRecord::owner_id.
+template <class P>
+inline BasicThreadRecord<P>* thread_from_owner_id(std::uint64_t id) {
+  return reinterpret_cast<BasicThreadRecord<P>*>(
       static_cast<std::uintptr_t>(id << kOwnerIdShift));
 }
 
-// True when the calling thread runs under SCHED_FIFO or SCHED_RR.
-bool current_thread_is_realtime();
-
 // Marks the calling thread parked for the lifetime of the guard.
+template <class P>
 class ParkedScope {
  public:
-  ParkedScope() : r_(current_thread()) { r_.parked.store(true, std::memory_order_relaxed); }
+  ParkedScope() : r_(P::current_thread()) { r_.parked.store(true, std::memory_order_relaxed); }
   ~ParkedScope() { r_.parked.store(false, std::memory_order_relaxed); }
   ParkedScope(const ParkedScope&) = delete;
   ParkedScope& operator=(const ParkedScope&) = delete;
 
  private:
-  ThreadRecord& r_;
+  typename P::Record& r_;
 };
 
 // ---- parking -----------------------------------------------------------------
@@ -112,31 +118,35 @@ class ParkedScope {
 // condition; a return from park() means only "look again".
 
 // The waiter half: arm, then the caller looks at its condition.
-inline void arm(ThreadRecord& me) {
-  me.sleep.store(ThreadRecord::kAsleep, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+template <class P>
+inline void arm(BasicThreadRecord<P>& me) {
+  me.sleep.store(BasicThreadRecord<P>::kAsleep, std::memory_order_relaxed);
+  P::fence(std::memory_order_seq_cst);
 }
 
-// Sleeps while armed, until unparked, a signal, or the monotonic deadline.
-// Returns false if the deadline passed while still armed. The caller
-// re-arms and re-checks its condition after every return.
-inline bool park(ThreadRecord& me, std::int64_t deadline_ns) {
+// Sleeps while armed, until unparked, a signal, or the deadline (ns on
+// P::now_ns()'s clock). Returns false if the deadline passed while still
+// armed. The caller re-arms and re-checks its condition after every return.
+template <class P>
+inline bool park(BasicThreadRecord<P>& me, std::int64_t deadline_ns) {
+  using R = BasicThreadRecord<P>;
   // acquire pairs with the release exchange in unpark(): what the waker did
   // before it unparked us (its condition store) is visible after this.
-  if (me.sleep.load(std::memory_order_acquire) != ThreadRecord::kAsleep) return true;
-  if (arch::futex_wait(&me.sleep, ThreadRecord::kAsleep, deadline_ns) == ETIMEDOUT)
-    return me.sleep.load(std::memory_order_acquire) != ThreadRecord::kAsleep;
+  if (me.sleep.load(std::memory_order_acquire) != R::kAsleep) return true;
+  if (P::futex_wait(&me.sleep, R::kAsleep, deadline_ns) == ETIMEDOUT)
+    return me.sleep.load(std::memory_order_acquire) != R::kAsleep;
   return true;
 }
 
 // The waker half. `r` may belong to a thread that stopped waiting (records
 // are type-stable): the wake-up is then stale and harmless.
-inline void unpark(ThreadRecord* r) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+template <class P>
+inline void unpark(BasicThreadRecord<P>* r) {
+  using R = BasicThreadRecord<P>;
+  P::fence(std::memory_order_seq_cst);
   // release pairs with the acquire loads in park().
-  if (r->sleep.exchange(ThreadRecord::kAwake, std::memory_order_release) ==
-      ThreadRecord::kAsleep)
-    arch::futex_wake(&r->sleep, 1);
+  if (r->sleep.exchange(R::kAwake, std::memory_order_release) == R::kAsleep)
+    P::futex_wake(&r->sleep, 1);
 }
 
 }  // namespace internal

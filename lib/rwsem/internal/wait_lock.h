@@ -3,24 +3,22 @@
 // A three-state futex mutex: 0 free, 1 held, 2 held with sleepers. It spins
 // briefly first, because it is held only for queue edits of a few dozen
 // instructions; a holder that gets preempted makes the others sleep rather
-// than burn their time slices.
+// than burn their time slices. Futex, yield, spin hint and perturbation
+// come from the platform policy P (platform.h).
 #ifndef RWSEM_LIB_INTERNAL_WAIT_LOCK_H_
 #define RWSEM_LIB_INTERNAL_WAIT_LOCK_H_
-
-#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
 
-#include "arch/cpu.h"
 #include "arch/futex.h"
-#include "lib/rwsem/internal/perturb.h"
 #include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
 namespace internal {
 
-class WaitLock {
+template <class P>
+class BasicWaitLock {
  public:
   void lock() {
     std::uint32_t expected = kFree;
@@ -42,8 +40,8 @@ class WaitLock {
   void unlock() {
     // release pairs with the acquire in lock()/try_lock()/lock_slow().
     if (word_.exchange(kFree, std::memory_order_release) == kContended)
-      arch::futex_wake(&word_, 1);
-    perturb();  // corpus builds only: whoever waited for the queue runs now
+      P::futex_wake(&word_, 1);
+    P::perturb();  // corpus builds only: whoever waited for the queue runs now
   }
 
   bool is_locked() const { return word_.load(std::memory_order_relaxed) != kFree; }
@@ -56,7 +54,7 @@ class WaitLock {
   // to the lock happens before the caller frees the memory. Never blocks
   // for long: the wait lock is only ever held for queue edits.
   void wait_until_unlocked() const {
-    while (word_.load(std::memory_order_acquire) != kFree) sched_yield();
+    while (word_.load(std::memory_order_acquire) != kFree) P::yield();
   }
 
  private:
@@ -65,17 +63,17 @@ class WaitLock {
 
   void lock_slow() {
     for (int i = 0; i < kSpins; ++i) {
-      arch::cpu_relax();
+      P::cpu_relax();
       if (word_.load(std::memory_order_relaxed) == kFree && try_lock()) return;
     }
     // Once we sleep, the word says kContended so that unlock() wakes someone;
     // we may over-wake by one, never under-wake.
-    ParkedScope parked;  // spinners on a lock we own stop spinning
+    ParkedScope<P> parked;  // spinners on a lock we own stop spinning
     while (word_.exchange(kContended, std::memory_order_acquire) != kFree)
-      arch::futex_wait(&word_, kContended, arch::kNoDeadline);
+      P::futex_wait(&word_, kContended, arch::kNoDeadline);
   }
 
-  std::atomic<std::uint32_t> word_{kFree};
+  typename P::template Atomic<std::uint32_t> word_{kFree};
 };
 
 }  // namespace internal

@@ -25,16 +25,15 @@
 // of a preempted, lower-priority waker. The waker's late unpark() then hits
 // a record whose thread has moved on: a stale wake-up, which every park()
 // loop tolerates (thread_record.h).
+//
+// All three are templates on the platform policy P (platform.h), like the
+// lock that uses them.
 #ifndef RWSEM_LIB_INTERNAL_WAITER_H_
 #define RWSEM_LIB_INTERNAL_WAITER_H_
-
-#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
 
-#include "arch/cpu.h"
-#include "arch/futex.h"
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/thread_record.h"
@@ -51,35 +50,38 @@ enum : std::uint32_t { kWaiting = 0, kWoken = 1 };
 inline constexpr std::memory_order kGrantOrder =
     fault::order(fault::kHandoverRelaxed, std::memory_order_acquire);
 
+template <class P>
 struct Waiter {
+  using Record = typename P::Record;
+
   Waiter(WaiterType t, std::int64_t now_ns, std::int64_t handoff_ns)
       : type(t),
         enqueued_ns(now_ns),
         handoff_deadline_ns(now_ns + handoff_ns),
-        thread(&current_thread()) {}
+        thread(&P::current_thread()) {}
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
   Waiter* next = nullptr;       // queue links; wait lock held
   Waiter* prev = nullptr;
   Waiter* wake_next = nullptr;  // mark_wake()'s list of granted readers
-  std::atomic<std::uint32_t> state{kWaiting};
+  typename P::template Atomic<std::uint32_t> state{kWaiting};
   const WaiterType type;
   bool handoff_set = false;     // this waiter owns the HANDOFF bit; wait lock
   bool rt = false;              // SCHED_FIFO/RR writer: hands off at once
   const std::int64_t enqueued_ns;          // handoff clock, for diagnostics
   const std::int64_t handoff_deadline_ns;  // handoff clock
-  ThreadRecord* const thread;
+  Record* const thread;
 
   bool is_reader() const { return type == WaiterType::kReader; }
 
-  // Sleeps while the state is kWaiting, up to the deadline (monotonic ns).
-  // The caller armed its record (arm()) before the waiter became visible to
-  // wakers, i.e. before it dropped the wait lock. Returns false on the
-  // deadline with the state still kWaiting (the caller re-checks that under
-  // the wait lock, where a grant is decided).
+  // Sleeps while the state is kWaiting, up to the deadline (ns on
+  // P::now_ns()'s clock). The caller armed its record (arm()) before the
+  // waiter became visible to wakers, i.e. before it dropped the wait lock.
+  // Returns false on the deadline with the state still kWaiting (the caller
+  // re-checks that under the wait lock, where a grant is decided).
   bool sleep_while_waiting(std::int64_t deadline_ns) {
-    ParkedScope parked;  // spinners stop spinning on a parked owner
+    ParkedScope<P> parked;  // spinners stop spinning on a parked owner
     for (;;) {
       // acquire pairs with the waker's release store of kWoken in
       // WakeList::wake(): a granted reader sees what the waker saw.
@@ -97,15 +99,18 @@ struct Waiter {
   void after_wakeup() {
     if constexpr (fault::kWakeeWaitsForWaker) {
       int spins = 0;
-      while (thread->sleep.load(std::memory_order_acquire) != ThreadRecord::kAwake) {
-        if (++spins < 64) arch::cpu_relax(); else sched_yield();
+      while (thread->sleep.load(std::memory_order_acquire) != Record::kAwake) {
+        if (++spins < 64) P::cpu_relax(); else P::yield();
       }
     }
   }
 };
 
 // The wait queue. Wait lock held for every call.
+template <class P>
 class WaitQueue {
+  using Waiter = internal::Waiter<P>;
+
  public:
   bool empty() const { return first_ == nullptr; }
   Waiter* first() const { return first_; }
@@ -145,7 +150,11 @@ class WaitQueue {
 
 // Waiters chosen for wake-up with the wait lock held, unparked after it is
 // dropped. Holds the wakees' records, never the waiters themselves.
+template <class P>
 class WakeList {
+  using Waiter = internal::Waiter<P>;
+  using Record = typename P::Record;
+
  public:
   WakeList() = default;
   WakeList(const WakeList&) = delete;
@@ -157,7 +166,7 @@ class WakeList {
   // not re-armed yet.
   bool wake(Waiter* w) {
     if (w->state.load(std::memory_order_relaxed) != kWaiting) return false;
-    ThreadRecord* const r = w->thread;  // read before the store below
+    Record* const r = w->thread;  // read before the store below
     // release pairs with the acquire loads in Waiter::sleep_while_waiting().
     w->state.store(kWoken, fault::order(fault::kHandoverRelaxed, std::memory_order_release));
     if (n_ == kCapacity) {
@@ -177,7 +186,7 @@ class WakeList {
  private:
   // One wake-up wakes one writer or at most kMaxReadersWakeup readers.
   static constexpr int kCapacity = kMaxReadersWakeup + 1;
-  ThreadRecord* records_[kCapacity];
+  Record* records_[kCapacity];
   int n_ = 0;
 };
 

@@ -1,0 +1,94 @@
+// The platform policy: the one place the lock code reaches the machine.
+//
+// The sleeping locks (BasicRwSemaphore, BasicMutex) and every helper they
+// are built from (BasicThreadRecord, SpinQueue, BasicWaitLock, Waiter,
+// WaitQueue, WakeList, the deadline helpers) are templates on a platform
+// policy P, and take from P, and from nowhere else, everything that touches
+// memory shared between threads or asks the OS or the clock:
+//
+//   template <class T> using Atomic    the atomic type of every shared word
+//   using Record                       the per-thread record,
+//                                      BasicThreadRecord<P>
+//   fence(mo)                          a thread fence
+//   futex_wait(w, expected, deadline)  sleep while *w == expected, until a
+//                                      wake, a signal or the deadline (ns on
+//                                      now_ns()'s clock); arch/futex.h
+//   futex_wake(w, n)                   wake up to n sleepers on w
+//   now_ns()                           the clock of futex deadlines
+//   handoff_now_ns()                   the clock of handoff decisions
+//   cpu_relax()                        spin-wait hint
+//   yield()                            give up the time slice
+//   perturb()                          schedule noise at protocol boundaries
+//                                      (corpus builds only)
+//   current_thread()                   the calling thread's Record
+//   current_thread_is_realtime()       SCHED_FIFO/SCHED_RR caller?
+//   max_spinners()                     spinners one spin queue allows
+//
+// The memory orders stay in the lock code: the policy carries out each
+// operation with the order the lock asks for. NativePlatform below is the
+// real machine; its members only forward, so a lock on it compiles to the
+// same code as one written against std::atomic and arch/ directly. Another
+// policy (a model checker's) can substitute its own atomics, clock, futex
+// and threads without a second copy of any algorithm.
+#ifndef RWSEM_LIB_INTERNAL_PLATFORM_H_
+#define RWSEM_LIB_INTERNAL_PLATFORM_H_
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "arch/cpu.h"
+#include "arch/futex.h"
+#include "lib/rwsem/internal/perturb.h"
+#include "lib/rwsem/internal/runtime.h"
+
+namespace rwsem {
+namespace internal {
+
+template <class P>
+struct BasicThreadRecord;  // thread_record.h
+struct NativePlatform;
+
+// The native thread's record: the thread-local fast path of
+// NativePlatform::current_thread(), and the slow path that takes a record
+// from the pool on a thread's first use (runtime.cc).
+inline thread_local BasicThreadRecord<NativePlatform>* t_current_record = nullptr;
+BasicThreadRecord<NativePlatform>& current_thread_slow();
+
+struct NativePlatform {
+  template <class T>
+  using Atomic = std::atomic<T>;
+  using Record = BasicThreadRecord<NativePlatform>;
+
+  static void fence(std::memory_order mo) { std::atomic_thread_fence(mo); }
+
+  static int futex_wait(Atomic<std::uint32_t>* w, std::uint32_t expected,
+                        std::int64_t deadline_ns) {
+    return arch::futex_wait(w, expected, deadline_ns);
+  }
+  static void futex_wake(Atomic<std::uint32_t>* w, int n) { arch::futex_wake(w, n); }
+
+  // CLOCK_MONOTONIC: the clock futex deadlines are measured on.
+  static std::int64_t now_ns() { return arch::monotonic_now_ns(); }
+  // Real time, or a test's FakeHandoffClock (runtime.h).
+  static std::int64_t handoff_now_ns() { return handoff_clock_now(); }
+
+  static void cpu_relax() { arch::cpu_relax(); }
+  static void yield() { sched_yield(); }
+  static void perturb() { internal::perturb(); }
+
+  // The calling thread's record, taken from the pool on first use.
+  static Record& current_thread() {
+    Record* r = t_current_record;
+    return r != nullptr ? *r : current_thread_slow();
+  }
+  static bool current_thread_is_realtime() { return internal::current_thread_is_realtime(); }
+  static unsigned max_spinners() { return internal::max_spinners(); }
+};
+
+}  // namespace internal
+}  // namespace rwsem
+
+#endif  // RWSEM_LIB_INTERNAL_PLATFORM_H_
