@@ -33,6 +33,10 @@
 // what orders one critical section before the next. Relaxed loads of the
 // word are only pre-checks: the RMW that follows each of them decides, and
 // carries the ordering.
+//
+// QRwLock is BasicQRwLock<NativePlatform>: its atomics, the writer-byte
+// store and the spin-wait hints come from the platform policy
+// (lib/rwsem/internal/platform.h).
 #ifndef RWSEM_LIB_QRWLOCK_H_
 #define RWSEM_LIB_QRWLOCK_H_
 
@@ -43,20 +47,24 @@
 
 #include "arch/count_layouts.h"
 #include "lib/rwsem/internal/faults.h"
+#include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/spin_wait.h"
 
 namespace rwsem {
 
-class QRwLock {
+template <class P>
+class BasicQRwLock {
   using L = QRwLockLayout;
+  template <class T>
+  using Atomic = typename P::template Atomic<T>;
 
  public:
   using Word = L::Word;
   static constexpr const char* kName = L::kName;
 
-  QRwLock() = default;
-  QRwLock(const QRwLock&) = delete;
-  QRwLock& operator=(const QRwLock&) = delete;
+  BasicQRwLock() = default;
+  BasicQRwLock(const BasicQRwLock&) = delete;
+  BasicQRwLock& operator=(const BasicQRwLock&) = delete;
 
   // ---- shared ----------------------------------------------------------
   void lock_shared() {
@@ -109,7 +117,7 @@ class QRwLock {
     // RMW of the whole word, which contains this byte). ThreadSanitizer keys
     // synchronisation by address; the byte is at the word's own address on
     // every little-endian target, which is where TSan runs.
-    __atomic_store_n(writer_byte(), std::uint8_t{0}, __ATOMIC_RELEASE);
+    P::store_byte(&cnts_, kWriterByte, std::uint8_t{0}, std::memory_order_release);
   }
 
   // ---- inspection ------------------------------------------------------
@@ -140,7 +148,7 @@ class QRwLock {
     // LOCKED before it leaves the head. relaxed: the acquire is the load
     // that ends the wait.
     cnts_.fetch_add(L::kReaderBias, std::memory_order_relaxed);
-    internal::SpinWait w;
+    internal::SpinWait<P> w;
     // acquire pairs with the writer-byte release store in unlock().
     while (!internal::fault::kQrwHeadReaderIgnoresWriter &&
            L::write_locked(cnts_.load(std::memory_order_acquire)))
@@ -151,7 +159,7 @@ class QRwLock {
   // queued_write_lock_slowpath().
   void write_slow() {
     queue_.lock();
-    internal::SpinWait w;
+    internal::SpinWait<P> w;
     // Seed 003 patch 2: one step while no reader is present. The word can be
     // non-zero without readers only while a fast-path writer holds it.
     for (;;) {
@@ -184,11 +192,9 @@ class QRwLock {
     queue_.unlock();
   }
 
-  std::uint8_t* writer_byte() {
-    constexpr std::size_t offset =
-        internal::fault::kQrwWriterByteLowAddress ? 0 : L::kWriterByteOffset;
-    return reinterpret_cast<std::uint8_t*>(&cnts_) + offset;
-  }
+  // Where unlock() stores: the writer byte's offset inside cnts_.
+  static constexpr std::size_t kWriterByte =
+      internal::fault::kQrwWriterByteLowAddress ? 0 : L::kWriterByteOffset;
 
   // A FIFO ticket lock: the kernel's qrwlock queues on a qspinlock; any fair
   // queue lock gives the same order. Its acquire/release pairs order only the
@@ -199,7 +205,7 @@ class QRwLock {
       // relaxed: a ticket number orders nothing; the acquire load of
       // serving_ below is what orders us after the previous holder.
       const std::uint16_t me = next_.fetch_add(1, std::memory_order_relaxed);
-      internal::SpinWait w;
+      internal::SpinWait<P> w;
       // acquire pairs with the release store in unlock().
       while (serving_.load(std::memory_order_acquire) != me) w.once();
     }
@@ -210,13 +216,15 @@ class QRwLock {
     }
 
    private:
-    std::atomic<std::uint16_t> next_{0};
-    std::atomic<std::uint16_t> serving_{0};
+    Atomic<std::uint16_t> next_{0};
+    Atomic<std::uint16_t> serving_{0};
   };
 
-  std::atomic<Word> cnts_{0};
+  Atomic<Word> cnts_{0};
   TicketLock queue_;
 };
+
+using QRwLock = BasicQRwLock<internal::NativePlatform>;
 
 static_assert(sizeof(std::atomic<QRwLock::Word>) == sizeof(QRwLock::Word),
               "the writer byte is addressed inside the lock word");

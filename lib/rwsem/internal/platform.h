@@ -1,10 +1,10 @@
 // The platform policy: the one place the lock code reaches the machine.
 //
-// The sleeping locks (BasicRwSemaphore, BasicMutex) and every helper they
-// are built from (BasicThreadRecord, SpinQueue, BasicWaitLock, Waiter,
-// WaitQueue, WakeList, the deadline helpers) are templates on a platform
-// policy P, and take from P, and from nowhere else, everything that touches
-// memory shared between threads or asks the OS or the clock:
+// Every lock (BasicRwSemaphore, BasicMutex, BasicQRwLock) and every helper
+// it is built from (BasicThreadRecord, SpinQueue, BasicWaitLock, Waiter,
+// WaitQueue, WakeList, SpinWait, the deadline helpers) is a template on a
+// platform policy P, and takes from P, and from nowhere else, everything
+// that touches memory shared between threads or asks the OS or the clock:
 //
 //   template <class T> using Atomic    the atomic type of every shared word
 //   using Record                       the per-thread record,
@@ -23,6 +23,9 @@
 //   current_thread()                   the calling thread's Record
 //   current_thread_is_realtime()       SCHED_FIFO/SCHED_RR caller?
 //   max_spinners()                     spinners one spin queue allows
+//   store_byte(word, offset, v, mo)    an atomic store to one byte of an
+//                                      Atomic<W> (the queued rwlock's
+//                                      writer byte)
 //
 // The memory orders stay in the lock code: the policy carries out each
 // operation with the order the lock asks for. NativePlatform below is the
@@ -86,6 +89,30 @@ struct NativePlatform {
   }
   static bool current_thread_is_realtime() { return internal::current_thread_is_realtime(); }
   static unsigned max_spinners() { return internal::max_spinners(); }
+
+  // A mixed-size atomic store: one byte, `offset` bytes into *word. C++ has
+  // no such operation on std::atomic; the compiler builtin does it (the
+  // kernel's queued_write_unlock() stores its writer byte the same way).
+  // The stores the standard allows are relaxed, release and seq_cst; any
+  // other order gets seq_cst. `mo` is a constant at every call, so the
+  // switch folds to the one store.
+  template <class W>
+  static void store_byte(Atomic<W>* word, std::size_t offset, std::uint8_t v,
+                         std::memory_order mo) {
+    static_assert(sizeof(Atomic<W>) == sizeof(W), "the byte is addressed inside the word");
+    std::uint8_t* const byte = reinterpret_cast<std::uint8_t*>(word) + offset;
+    switch (mo) {
+      case std::memory_order_relaxed:
+        __atomic_store_n(byte, v, __ATOMIC_RELAXED);
+        break;
+      case std::memory_order_release:
+        __atomic_store_n(byte, v, __ATOMIC_RELEASE);
+        break;
+      default:
+        __atomic_store_n(byte, v, __ATOMIC_SEQ_CST);
+        break;
+    }
+  }
 };
 
 }  // namespace internal

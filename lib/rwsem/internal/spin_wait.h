@@ -7,25 +7,23 @@
 // under QEMU, 64 threads in the benchmark) pure spinning would burn whole
 // time slices waiting for a thread that cannot run. So a waiter relaxes the
 // core for a short while, then yields its time slice on every further
-// iteration; the lock's protocol does not change.
+// iteration; the lock's protocol does not change. Both hints come from the
+// platform policy P (platform.h).
 #ifndef RWSEM_LIB_INTERNAL_SPIN_WAIT_H_
 #define RWSEM_LIB_INTERNAL_SPIN_WAIT_H_
-
-#include <sched.h>
-
-#include "arch/cpu.h"
 
 namespace rwsem {
 namespace internal {
 
+template <class P>
 class SpinWait {
  public:
   void once() {
     if (spins_ < kRelaxSpins) {
       ++spins_;
-      arch::cpu_relax();
+      P::cpu_relax();
     } else {
-      sched_yield();
+      P::yield();
     }
   }
 
