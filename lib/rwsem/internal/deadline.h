@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "arch/futex.h"
+#include "lib/rwsem/internal/platform.h"
 
 namespace rwsem {
 namespace internal {
@@ -59,12 +60,14 @@ std::int64_t to_deadline(const std::chrono::time_point<Clock, Duration>& t) {
 //
 // std::chrono::steady_clock is CLOCK_MONOTONIC itself (libstdc++ and libc++
 // on Linux both read it through clock_gettime(CLOCK_MONOTONIC)), the clock
-// of the futex deadline: when op fails at its deadline, steady_clock::now()
-// has already reached t, and a second look cannot change the answer. One
-// call, no loop.
+// of NativePlatform's futex deadline: when op fails at its deadline,
+// steady_clock::now() has already reached t, and a second look cannot change
+// the answer. One call, no loop. For any other policy steady_clock is just
+// another clock.
 template <class P, class Clock, class Duration, class Op>
 bool until(const std::chrono::time_point<Clock, Duration>& t, Op op) {
-  if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
+  if constexpr (std::is_same_v<Clock, std::chrono::steady_clock> &&
+                std::is_same_v<P, NativePlatform>) {
     return op(to_deadline<P>(t));
   } else {
     bool first = true;
