@@ -69,8 +69,8 @@ struct HasTimed<T, std::void_t<decltype(std::declval<T&>().try_lock_for(
 
 template <class T>
 struct IsRwsem : std::false_type {};
-template <class L>
-struct IsRwsem<rwsem::BasicRwSemaphore<L>> : std::true_type {};
+template <class L, class P>
+struct IsRwsem<rwsem::BasicRwSemaphore<L, P>> : std::true_type {};
 
 template <class T>
 inline constexpr bool kShared = HasShared<T>::value;

@@ -1,0 +1,48 @@
+// ModelPlatform: the lock's platform policy (lib/rwsem/internal/platform.h)
+// with every member forwarded to the model checker (model.h). A lock
+// instantiated on it, e.g. BasicRwSemaphore<Layout, mc::ModelPlatform>,
+// runs its one and only algorithm under the checker's scheduler and memory
+// model.
+#ifndef RWSEM_CONFORMANCE_MODEL_MODEL_PLATFORM_H_
+#define RWSEM_CONFORMANCE_MODEL_MODEL_PLATFORM_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "conformance/model/model.h"
+#include "lib/rwsem/internal/thread_record.h"
+
+namespace rwsem {
+namespace mc {
+
+struct ModelPlatform {
+  template <class T>
+  using Atomic = mc::Atomic<T>;
+  using Record = internal::BasicThreadRecord<ModelPlatform>;
+
+  static void fence(std::memory_order mo) { op_fence(mo); }
+  static int futex_wait(Atomic<std::uint32_t>* w, std::uint32_t expected, std::int64_t deadline_ns) {
+    return op_futex_wait(w->location(), expected, deadline_ns);
+  }
+  static void futex_wake(Atomic<std::uint32_t>* w, int n) { op_futex_wake(w->location(), n); }
+  // One clock, virtual: the futex deadlines' and the handoff decisions'.
+  static std::int64_t now_ns() { return mc::now_ns(); }
+  static std::int64_t handoff_now_ns() { return mc::now_ns(); }
+  static void cpu_relax() { op_spin_hint(false); }
+  static void yield() { op_spin_hint(true); }
+  // The scheduler explores the windows perturbation widens natively.
+  static void perturb() {}
+  static Record& current_thread() { return *static_cast<Record*>(current_record()); }
+  static bool current_thread_is_realtime() { return false; }
+  static unsigned max_spinners() { return mc::max_spinners(); }
+  template <class W>
+  static void store_byte(Atomic<W>* word, std::size_t offset, std::uint8_t v, std::memory_order mo) {
+    op_store_byte(word->location(), offset, v, mo);
+  }
+};
+
+}  // namespace mc
+}  // namespace rwsem
+
+#endif  // RWSEM_CONFORMANCE_MODEL_MODEL_PLATFORM_H_

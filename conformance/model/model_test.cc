@@ -1,0 +1,440 @@
+// The locks' own code under the model checker (model.h): every lock type
+// and rwsem layout, instantiated on ModelPlatform, in scenarios that cover
+// the protocols whose ordering the native and TSan runs cannot judge:
+// the hand-over of the lock between critical sections, the wake path
+// (queue, grant, release), handoff set and clear, a timeout racing a
+// wake-up, downgrade, the spin queue's hand-over and give-up, the mutex's
+// sleep protocol and pickup, and the queued rwlock's head reader and
+// writer.
+//
+// Every scenario checks three things, whatever the schedule and whatever
+// stores the loads return:
+//  - the test's data lives in mc::Cell, so a critical section that is not
+//    ordered after the previous one (a weakened acquire or release, a lost
+//    mutual exclusion) is a reported data race;
+//  - no execution ends with every thread blocked (a lost wake-up), or spins
+//    without end (livelock);
+//  - after all threads have finished the lock is free: count 0, no flag
+//    left behind, no waiter queued.
+//
+// Small scenarios (two threads, one section each) are explored
+// exhaustively within a preemption bound; larger ones with PCT-style
+// random schedules. Counts can be raised with RWSEM_MC_SCALE (ci/qualify
+// runs them longer); RWSEM_MC_SEED replays one random execution.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <type_traits>
+
+#include "arch/count_layouts.h"
+#include "conformance/lock_types.h"
+#include "conformance/model/model.h"
+#include "conformance/model/model_platform.h"
+#include "lib/rwsem/mutex.h"
+#include "lib/rwsem/osq.h"
+#include "lib/rwsem/qrwlock.h"
+#include "lib/rwsem/rwsem.h"
+
+namespace rwsem {
+namespace mc {
+namespace {
+
+using std::chrono::nanoseconds;
+using std::chrono::microseconds;
+using namespace rwsem_test;  // the lock adapters (lock_types.h)
+
+template <class L>
+using ModelRwsem = BasicRwSemaphore<L, ModelPlatform>;
+using ModelMutex = BasicMutex<ModelPlatform>;
+using ModelQRwLock = BasicQRwLock<ModelPlatform>;
+
+using ModelLocks = ::testing::Types<ModelRwsem<Generic64Layout>, ModelRwsem<Generic32Layout>,
+                                    ModelRwsem<MergedOwnerLayout>, ModelQRwLock, ModelMutex>;
+using ModelLayouts = ::testing::Types<Generic64Layout, Generic32Layout, MergedOwnerLayout>;
+
+double scale() {
+  const char* s = std::getenv("RWSEM_MC_SCALE");
+  const double v = s != nullptr ? std::atof(s) : 1.0;
+  return v > 0 ? v : 1.0;
+}
+
+Options exhaustive(int preemptions = 2) {
+  Options o;
+  o.mode = Mode::kExhaustive;
+  o.preemption_bound = preemptions;
+  o.stale_read_bound = 1;
+  o.buffered_store_bound = 1;
+  o.max_seconds = 120 * scale();
+  return o;
+}
+
+Options random_runs(long n, std::uint64_t seed) {
+  Options o;
+  o.mode = Mode::kRandom;
+  o.executions = static_cast<long>(static_cast<double>(n) * scale());
+  o.seed = seed;
+  o.max_seconds = 300 * scale();
+  return o;
+}
+
+// How a scenario configures the lock.
+struct Config {
+  bool spin = false;
+  long handoff_us = 1000000;  // effectively never, but for the handoff timer
+};
+
+// A lock of type T, constructed in place (locks are not movable).
+template <class T>
+class Box {
+ public:
+  explicit Box(const Config& c) {
+    if constexpr (std::is_constructible_v<T, const rwsem::Options&>) {
+      rwsem::Options o;
+      o.spin_budget = c.spin ? microseconds(2) : nanoseconds(0);
+      o.handoff_timeout = microseconds(c.handoff_us);
+      p_ = new (buf_) T(o);
+    } else {
+      p_ = new (buf_) T();
+    }
+  }
+  ~Box() { p_->~T(); }
+  T& operator*() { return *p_; }
+
+ private:
+  alignas(T) unsigned char buf_[sizeof(T)];
+  T* p_;
+};
+
+template <class T>
+std::string state_of(T& lock) {
+  return lock.describe();
+}
+
+// The final-state check every scenario ends with.
+template <class T>
+void check_free(T& lock) {
+  MC_CHECK(lock.count() == 0, "the lock is not free after every thread left: " + lock.describe());
+  if constexpr (std::is_same_v<T, ModelMutex>) {
+    MC_CHECK(lock.queue_length() == 0, "waiters left on the mutex's list");
+  } else if constexpr (!std::is_same_v<T, ModelQRwLock>) {
+    MC_CHECK(testing::Peer::queue_length(lock) == 0, "waiters left in the rwsem's queue");
+  }
+}
+
+template <class T>
+void name_lock(Execution& x, T& lock) {
+  x.name(&lock, sizeof lock, T::kName);
+  x.describe([&lock] { return state_of(lock); });
+}
+
+enum Kind { kRead, kWrite, kDowngrade, kReadTimed, kWriteTimed, kReadTry, kWriteTry };
+
+const char* kind_name(Kind k) {
+  static const char* names[] = {"read", "write", "downgrade", "read-timed", "write-timed",
+                                "read-try", "write-try"};
+  return names[k];
+}
+
+// One critical section of kind k. A writing section increments the cell;
+// a reading one reads it. Returns the number of increments made.
+template <class T>
+int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(300)) {
+  switch (k) {
+    case kRead:
+      read_lock(lock);
+      (void)data.read();
+      read_unlock(lock);
+      return 0;
+    case kReadTimed:
+      if (!read_lock_for(lock, timeout)) return 0;
+      (void)data.read();
+      read_unlock(lock);
+      return 0;
+    case kReadTry:
+      if (!read_try_lock(lock)) return 0;
+      (void)data.read();
+      read_unlock(lock);
+      return 0;
+    case kWrite:
+      lock.lock();
+      data.write(data.read() + 1);
+      lock.unlock();
+      return 1;
+    case kWriteTimed:
+      if (!write_lock_for(lock, timeout)) return 0;
+      data.write(data.read() + 1);
+      lock.unlock();
+      return 1;
+    case kWriteTry:
+      if (!lock.try_lock()) return 0;
+      data.write(data.read() + 1);
+      lock.unlock();
+      return 1;
+    case kDowngrade: {
+      lock.lock();
+      data.write(data.read() + 1);
+      const bool d = downgrade(lock);
+      (void)data.read();
+      unlock_after_downgrade(lock, d);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Threads each running a list of sections on one lock; checks the data
+// and the final state. Returns the explorer's result.
+template <class T>
+Result run_threads(const Options& o, const std::string& name, const Config& c,
+                   std::vector<std::vector<Kind>> threads, unsigned max_spinners = 2) {
+  Options opts = o;
+  opts.max_spinners = max_spinners;
+  Result r = explore(opts, name, [&](Execution& x) {
+    Box<T> box(c);
+    T& lock = *box;
+    Cell<int> data(0);
+    name_lock(x, lock);
+    x.name(&data, sizeof data, "data");
+    int writes[kMaxThreads] = {};
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+      x.spawn([&, i] {
+        for (Kind k : threads[i]) writes[i] += section(lock, data, k);
+      });
+    }
+    x.run();
+    int total = 0;
+    for (std::size_t i = 0; i < threads.size(); ++i) total += writes[i];
+    MC_CHECK(data.read() == total, "a write was lost: data " + std::to_string(data.read()) +
+                                       ", writes " + std::to_string(total));
+    check_free(lock);
+  });
+  std::printf("%s\n", r.summary.c_str());
+  return r;
+}
+
+std::string names(const std::vector<std::vector<Kind>>& threads) {
+  std::string s;
+  for (const auto& t : threads) {
+    s += s.empty() ? "" : " | ";
+    for (std::size_t i = 0; i < t.size(); ++i) s += (i ? "," : "") + std::string(kind_name(t[i]));
+  }
+  return s;
+}
+
+template <class T>
+class Model : public ::testing::Test {
+ protected:
+  static std::string label(const char* scenario, const Config& c) {
+    return std::string(T::kName) + "." + scenario + (c.spin ? " (spin)" : " (no spin)");
+  }
+  static void expect(const Result& r) { EXPECT_TRUE(r.ok) << r.report; }
+};
+TYPED_TEST_SUITE(Model, ModelLocks, LayoutNames);
+
+// ---- hand-over litmus tests, exhaustive ---------------------------------------
+//
+// Two threads, one section each: every interleaving within two preemptions,
+// every store a load may read (one stale read per execution), one store
+// buffered. The section that runs second must see the first's data through
+// the lock alone.
+
+TYPED_TEST(Model, HandoverExhaustive) {
+  std::vector<std::vector<std::vector<Kind>>> pairs = {
+      {{kWrite}, {kWrite}}, {{kWrite}, {kRead}}, {{kRead}, {kWrite}}};
+  if (rwsem_test::kDowngrade<TypeParam>) pairs.push_back({{kDowngrade}, {kRead}});
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    for (const auto& p : pairs) {
+      const Result r = run_threads<TypeParam>(exhaustive(2), TestFixture::label("handover", c) +
+                                                                 " [" + names(p) + "]",
+                                              c, p);
+      TestFixture::expect(r);
+    }
+  }
+}
+
+// The same with timed and try operations, one preemption.
+TYPED_TEST(Model, HandoverTimedAndTryExhaustive) {
+  const std::vector<std::vector<std::vector<Kind>>> pairs = {
+      {{kWriteTimed}, {kReadTimed}}, {{kWriteTry}, {kWrite}}, {{kReadTry}, {kWriteTimed}}};
+  Config c;
+  for (const auto& p : pairs) {
+    const Result r = run_threads<TypeParam>(exhaustive(1), TestFixture::label("handover", c) +
+                                                               " [" + names(p) + "]",
+                                            c, p);
+    TestFixture::expect(r);
+  }
+}
+
+// ---- the wake path, randomised ------------------------------------------------
+//
+// Without spinning every contended acquisition queues and sleeps: a writer
+// holds the lock while readers and a writer queue behind it; the release
+// must wake them (the reader batch, then the writer), grant with the data
+// visible, and leave no waiter behind.
+
+TYPED_TEST(Model, WakePath) {
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    const Result r = run_threads<TypeParam>(
+        random_runs(3000, 0x1000), TestFixture::label("wake path", c), c,
+        {{kWrite, kRead}, {kRead, kRead}, {kRead, kWrite}, {kWrite}});
+    TestFixture::expect(r);
+  }
+}
+
+// Three writers: every release hands over to a queued writer.
+TYPED_TEST(Model, WriterQueue) {
+  Config c;
+  const Result r = run_threads<TypeParam>(random_runs(3000, 0x2000),
+                                          TestFixture::label("writer queue", c), c,
+                                          {{kWrite, kWrite}, {kWrite, kWrite}, {kWrite, kWrite}});
+  TestFixture::expect(r);
+}
+
+// Timed waits whose deadlines race the wake-up that grants them: a waiter
+// that times out must leave the queue (and pass on a wake-up meant for
+// it); one granted as it timed out must keep the lock.
+TYPED_TEST(Model, TimeoutRacingWake) {
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    const Result r = run_threads<TypeParam>(
+        random_runs(3000, 0x3000), TestFixture::label("timeout racing wake", c), c,
+        {{kWrite, kWriteTimed}, {kReadTimed, kReadTimed}, {kWriteTimed, kRead}});
+    TestFixture::expect(r);
+  }
+}
+
+// ---- the rwsem's own protocols ---------------------------------------------------
+
+template <class L>
+class ModelRwsemOnly : public Model<ModelRwsem<L>> {};
+TYPED_TEST_SUITE(ModelRwsemOnly, ModelLayouts, LayoutNames);
+
+// Handoff set and clear: with a zero handoff timeout every first waiter
+// claims HANDOFF at once, from a writer's retry or from a reader's waker
+// that finds the lock stolen; it must be cleared by whoever takes the lock
+// or leaves, and never left set.
+TYPED_TEST(ModelRwsemOnly, HandoffSetAndClear) {
+  using T = ModelRwsem<TypeParam>;
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    c.handoff_us = 0;
+    const Result r = run_threads<T>(random_runs(3000, 0x4000),
+                                    Model<T>::label("handoff set and clear", c), c,
+                                    {{kWrite, kWrite}, {kRead, kWrite}, {kRead, kReadTimed}});
+    Model<T>::expect(r);
+  }
+}
+
+// Downgrade with readers and a writer queued: the downgrader wakes the
+// readers, which share the lock with it; the writer waits for all of them.
+TYPED_TEST(ModelRwsemOnly, DowngradeWithWaiters) {
+  using T = ModelRwsem<TypeParam>;
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    const Result r = run_threads<T>(random_runs(3000, 0x5000),
+                                    Model<T>::label("downgrade with waiters", c), c,
+                                    {{kDowngrade, kDowngrade}, {kRead, kRead}, {kWrite}, {kRead}});
+    Model<T>::expect(r);
+  }
+}
+
+// ---- the spin queue, alone -----------------------------------------------------
+//
+// The MCS spin queue is a lock among spinners: a thread that lock()ed it
+// runs alone until it unlock()s. Used here as a lock over a cell, a relaxed
+// hand-over inside it is a race, although in the rwsem it guards only
+// atomics. Short deadlines make spinners give up in every step of the
+// unlinking (A: detach, B: find the successor or restore the tail, C:
+// splice).
+
+struct QueueScenario {
+  std::int64_t deadline_after_ns;
+  unsigned max_spinners;
+};
+
+Result run_spin_queue(const Options& o, const std::string& name, int threads, int rounds,
+                      QueueScenario q) {
+  Result r = explore(o, name, [&](Execution& x) {
+    internal::SpinQueue<ModelPlatform> queue;
+    Cell<int> data(0);
+    x.name(&queue, sizeof queue, "osq");
+    x.name(&data, sizeof data, "data");
+    int entered[kMaxThreads] = {};
+    for (int t = 0; t < threads; ++t) {
+      x.spawn([&, t] {
+        auto& node = ModelPlatform::current_thread().osq;
+        for (int i = 0; i < rounds; ++i) {
+          const std::int64_t deadline =
+              q.deadline_after_ns < 0 ? INT64_MAX : ModelPlatform::now_ns() + q.deadline_after_ns;
+          if (!queue.lock(node, deadline, q.max_spinners)) continue;
+          data.write(data.read() + 1);
+          ++entered[t];
+          queue.unlock(node);
+        }
+      });
+    }
+    x.run();
+    int total = 0;
+    for (int t = 0; t < threads; ++t) total += entered[t];
+    MC_CHECK(data.read() == total, "an increment under the spin queue was lost");
+    MC_CHECK(!queue.is_locked(), "the spin queue's tail is not empty after everyone left");
+  });
+  std::printf("%s\n", r.summary.c_str());
+  return r;
+}
+
+TEST(ModelSpinQueue, HandOverExhaustive) {
+  const Result r = run_spin_queue(exhaustive(2), "osq hand-over", 2, 1, {-1, 4});
+  EXPECT_TRUE(r.ok) << r.report;
+}
+
+TEST(ModelSpinQueue, HandOverAndGiveUp) {
+  for (std::int64_t d : {-1, 40, 150, 400}) {
+    const Result r = run_spin_queue(random_runs(4000, 0x6000 + static_cast<std::uint64_t>(d)),
+                                    "osq give-up after " + std::to_string(d) + " ns", 3, 2,
+                                    {d, 4});
+    EXPECT_TRUE(r.ok) << r.report;
+  }
+}
+
+// ---- the mutex's sleep protocol and pickup ----------------------------------------
+//
+// With spinning on, a woken first waiter spins and then asks for HANDOFF;
+// the unlocker then writes it into the owner word with PICKUP, and the
+// waiter picks the lock up. With spinning off, every waiter sleeps and is
+// woken by unlock (the arm/look/sleep protocol of thread_record.h).
+
+TEST(ModelMutex, SleepProtocolAndPickup) {
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    const Result r = run_threads<ModelMutex>(
+        random_runs(4000, 0x7000), std::string("mutex.sleep and pickup") + (spin ? " (spin)" : ""),
+        c, {{kWrite, kWrite}, {kWrite, kWriteTimed}, {kWrite, kWrite}});
+    EXPECT_TRUE(r.ok) << r.report;
+  }
+}
+
+// ---- the queued rwlock's head reader and writer -------------------------------------
+
+TEST(ModelQRwLock, HeadReaderAndWriter) {
+  Config c;
+  const Result r = run_threads<ModelQRwLock>(random_runs(4000, 0x8000), "qrwlock.head", c,
+                                             {{kWrite, kRead}, {kRead, kRead}, {kWrite, kWrite}});
+  EXPECT_TRUE(r.ok) << r.report;
+}
+
+}  // namespace
+}  // namespace mc
+}  // namespace rwsem
