@@ -71,6 +71,7 @@ struct Pending {
   std::uint64_t value;
   std::uint32_t epoch;
   long id;
+  VClock rel;  // the clock of the thread's last release fence
 };
 
 struct Thread {
@@ -382,6 +383,9 @@ class Explorer {
   // An access to an atomic object its initialisation does not happen
   // before.
   void check_init(const Location& l, const char* what) {
+    if (l.dead())
+      fail_now(std::string("use after free: T") + std::to_string(cur) + " " + what + " " +
+               loc_name(l.addr()) + " after the object was destroyed");
     const int it = l.init_tid();
     if (it != cur && l.init_epoch() > me().clk.c[it])
       fail_now(std::string("data race: T") + std::to_string(cur) + " " + what + " " +
@@ -590,8 +594,7 @@ class Explorer {
     t.buf.erase(t.buf.begin() + i);
     const int saved = cur;
     cur = static_cast<int>(&t - threads);
-    StoreRec& s = append(*p.loc, p.value, p.epoch, VClock(), false, p.id);
-    (void)s;
+    append(*p.loc, p.value, p.epoch, p.rel, false, p.id);
     trace.push_back({step, cur, why, p.loc->addr(), std::memory_order_relaxed, p.value, 0, -1, -1, -1,
                      "(buffered store #" + std::to_string(p.id) + " enters memory)"});
     cur = saved;
@@ -667,8 +670,10 @@ class Explorer {
       const std::uint64_t shift = 8 * static_cast<std::uint64_t>(byte_offset);
       v = (l.newest().value & ~(0xffull << shift)) | ((v & 0xff) << shift);
     }
-    // Only a relaxed store with no release clock may wait in the buffer.
-    bool bufferable = byte_offset < 0 && !has_release(mo) && t.frel.c[cur] == 0;
+    // A relaxed store may wait in the buffer. (One after a release fence
+    // carries the fence's clock; the fence drained every older store, so
+    // it may still enter mo after younger ones.)
+    bool bufferable = byte_offset < 0 && !has_release(mo);
     bool buffer = false;
     if (bufferable) {
       if (opts.mode == Mode::kRandom) {
@@ -679,7 +684,7 @@ class Explorer {
     }
     if (buffer) {
       ++buffered;
-      t.buf.push_back({&l, v & l.mask(), t.clk.c[cur], id});
+      t.buf.push_back({&l, v & l.mask(), t.clk.c[cur], id, t.frel});
       trace.push_back({step, cur, "store(buffered)", l.addr(), mo, v & l.mask(), 0, -1, -1, -1,
                        "#" + std::to_string(id) + " waits in T" + std::to_string(cur) + "'s buffer"});
     } else {
@@ -816,6 +821,7 @@ class Explorer {
     if (!active || reporting) fail_outside("futex_wait");
     sched(true);
     tick();
+    check_init(l, "futex-waits on");
     Thread& t = me();
     fence_now(std::memory_order_seq_cst);  // the system call's barriers
     StoreRec& s = l.newest();
@@ -844,6 +850,7 @@ class Explorer {
     if (!active || reporting) fail_outside("futex_wake");
     sched(true);
     tick();
+    check_init(l, "futex-wakes");
     fence_now(std::memory_order_seq_cst);
     int woken = 0;
     std::string who;
@@ -855,6 +862,12 @@ class Explorer {
           best = u;
       if (best < 0) break;
       Thread& b = threads[best];
+      // The woken thread returns after the wake-up: Linux orders the two
+      // through the futex hash bucket's lock (and a wake-up that wakes a
+      // task implies a full barrier), so everything the waker did before
+      // futex_wake happens before futex_wait returns. Spurious wake-ups
+      // and timeouts give no such edge.
+      b.clk.join(me().clk);
       b.state = Thread::kRunnable;
       b.wake_reason = 0;
       b.futex_loc = nullptr;

@@ -22,7 +22,9 @@
 // spawns. A thread runs until its next visible operation (atomic access,
 // fence, futex call, clock read is *not* one), where the scheduler may
 // switch. futex_wait blocks the thread in the scheduler; futex_wake makes
-// blocked threads runnable; a timed wait may time out at any scheduling
+// blocked threads runnable, and the woken thread's return happens after the
+// wake (Linux orders them through the futex hash bucket's lock; spurious
+// wake-ups and timeouts carry no such edge); a timed wait may time out at any scheduling
 // point (virtual time then jumps to its deadline). When no thread can run
 // and none has a deadline, the execution is reported as a deadlock or lost
 // wake-up, with every thread's state and the scenario's decoded lock state.
@@ -49,8 +51,7 @@
 //    the clock of the fence.
 //  - Read-modify-writes read the newest store. A compare-exchange that fails
 //    is a load and may read an older store whose value is not `expected`.
-//  - Store buffers: a relaxed store that carries no release clock may stay
-//    in its thread's buffer (the thread itself reads it; nobody else does)
+//  - Store buffers: a relaxed store may stay in its thread's buffer (the thread itself reads it; nobody else does)
 //    and enter mo later, after stores that executed after it. The thread's
 //    release operations, seq_cst fences, futex calls and its RMWs on the same
 //    location drain its buffer first; so does its end.
@@ -80,6 +81,10 @@
 // A failure prints the interleaving: step, thread, operation, location,
 // memory order, the value read and the store it came from (with the newest
 // store when a load read an older one).
+//
+// An atomic object is retired by its destructor (its memory stays, as
+// the checker owns every stack); an access after that is reported as a use
+// after free, as ASan would report it when the memory is freed.
 //
 // Plain data of the test goes in Cell<T>: every access is checked against
 // happens-before, so an access that is not ordered after the last
@@ -139,6 +144,9 @@ class Location {
   // so an access that it does not happen before is a data race.
   std::uint8_t init_tid() const { return init_tid_; }
   std::uint32_t init_epoch() const { return init_epoch_; }
+  // The object was destroyed; any later access is a use after free.
+  bool dead() const { return dead_; }
+  void retire() { dead_ = true; }
   std::uint64_t mask() const { return size_ >= 8 ? ~0ull : (1ull << (8 * size_)) - 1; }
 
  private:
@@ -146,6 +154,7 @@ class Location {
   int size_;
   std::uint8_t init_tid_ = 0;
   std::uint32_t init_epoch_ = 0;
+  bool dead_ = false;
   std::uint64_t n_ = 0;
   StoreRec hist_[kHistory];
 };
@@ -194,6 +203,7 @@ class Atomic {
   Atomic(T v) : loc_(this, sizeof(T), bits(v)) {}  // NOLINT: as std::atomic
   Atomic(const Atomic&) = delete;
   Atomic& operator=(const Atomic&) = delete;
+  ~Atomic() { loc_.retire(); }
 
   T load(std::memory_order mo = std::memory_order_seq_cst) const {
     return value(op_load(loc_, mo));

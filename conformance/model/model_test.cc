@@ -127,7 +127,16 @@ void check_free(T& lock) {
 
 template <class T>
 void name_lock(Execution& x, T& lock) {
-  x.name(&lock, sizeof lock, T::kName);
+  const std::string base = T::kName;
+  x.name(&lock, sizeof lock, base);
+  auto field = [&](const char* n, const void* p, std::size_t size) {
+    x.name(p, size, base + "." + n);
+  };
+  if constexpr (std::is_same_v<T, ModelMutex>) {
+    testing::MutexPeer::for_each_word(lock, field);
+  } else if constexpr (!std::is_same_v<T, ModelQRwLock>) {
+    testing::Peer::for_each_word(lock, field);
+  }
   x.describe([&lock] { return state_of(lock); });
 }
 
@@ -283,7 +292,7 @@ TYPED_TEST(Model, WakePath) {
     Config c;
     c.spin = spin;
     const Result r = run_threads<TypeParam>(
-        random_runs(3000, 0x1000), TestFixture::label("wake path", c), c,
+        random_runs(30000, 0x1000), TestFixture::label("wake path", c), c,
         {{kWrite, kRead}, {kRead, kRead}, {kRead, kWrite}, {kWrite}});
     TestFixture::expect(r);
   }
@@ -292,7 +301,7 @@ TYPED_TEST(Model, WakePath) {
 // Three writers: every release hands over to a queued writer.
 TYPED_TEST(Model, WriterQueue) {
   Config c;
-  const Result r = run_threads<TypeParam>(random_runs(3000, 0x2000),
+  const Result r = run_threads<TypeParam>(random_runs(30000, 0x2000),
                                           TestFixture::label("writer queue", c), c,
                                           {{kWrite, kWrite}, {kWrite, kWrite}, {kWrite, kWrite}});
   TestFixture::expect(r);
@@ -306,8 +315,45 @@ TYPED_TEST(Model, TimeoutRacingWake) {
     Config c;
     c.spin = spin;
     const Result r = run_threads<TypeParam>(
-        random_runs(3000, 0x3000), TestFixture::label("timeout racing wake", c), c,
+        random_runs(30000, 0x3000), TestFixture::label("timeout racing wake", c), c,
         {{kWrite, kWriteTimed}, {kReadTimed, kReadTimed}, {kWriteTimed, kRead}});
+    TestFixture::expect(r);
+  }
+}
+
+// Destroy right after unlock: POSIX and C++ let a thread destroy an
+// unlocked lock nobody waits on while the thread that released it is still
+// returning from unlock. The second thread polls (timed tries) until it
+// has seen the first one's section, unlocks and destroys the lock; the
+// first must not touch the lock after its releasing operation.
+TYPED_TEST(Model, DestroyRightAfterUnlock) {
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    const std::string name = TestFixture::label("destroy after unlock", c);
+    const Result r = explore(exhaustive(2), name, [&](Execution& x) {
+      alignas(Box<TypeParam>) unsigned char storage[sizeof(Box<TypeParam>)];
+      Box<TypeParam>* box = new (storage) Box<TypeParam>(c);
+      TypeParam& lock = **box;
+      Cell<int> data(0);
+      name_lock(x, lock);
+      x.spawn([&] { section(lock, data, kWrite); });
+      x.spawn([&] {
+        // Timed tries: a try that times out in the queue leaves it, so the
+        // first thread's unlock may have seen a waiter that is gone.
+        for (;;) {
+          if (read_lock_for(lock, nanoseconds(200))) {
+            const int seen = data.read();
+            read_unlock(lock);
+            if (seen == 1) break;
+          }
+          ModelPlatform::yield();
+        }
+        box->~Box();  // the lock is free and nobody waits on it
+      });
+      x.run();
+    });
+    std::printf("%s\n", r.summary.c_str());
     TestFixture::expect(r);
   }
 }
@@ -328,7 +374,7 @@ TYPED_TEST(ModelRwsemOnly, HandoffSetAndClear) {
     Config c;
     c.spin = spin;
     c.handoff_us = 0;
-    const Result r = run_threads<T>(random_runs(3000, 0x4000),
+    const Result r = run_threads<T>(random_runs(30000, 0x4000),
                                     Model<T>::label("handoff set and clear", c), c,
                                     {{kWrite, kWrite}, {kRead, kWrite}, {kRead, kReadTimed}});
     Model<T>::expect(r);
@@ -342,11 +388,72 @@ TYPED_TEST(ModelRwsemOnly, DowngradeWithWaiters) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    const Result r = run_threads<T>(random_runs(3000, 0x5000),
+    const Result r = run_threads<T>(random_runs(30000, 0x5000),
                                     Model<T>::label("downgrade with waiters", c), c,
                                     {{kDowngrade, kDowngrade}, {kRead, kRead}, {kWrite}, {kRead}});
     Model<T>::expect(r);
   }
+}
+
+// ---- the sleep protocol, alone ----------------------------------------------------
+//
+// thread_record.h's arm/look/park against change/unpark, the protocol every
+// sleep of the rwsem and the mutex uses: a waiter arms its sleep word,
+// looks at its condition and parks; the waker sets the condition and
+// unparks. A third thread unparks the waiter for nothing, as a waker whose
+// wakee has already moved on does (a stale wake-up). Every interleaving
+// within three preemptions (two with the third thread) must end with the
+// waiter awake.
+
+TEST(ModelSleepProtocol, ArmLookParkAgainstChangeUnpark) {
+  using Record = ModelPlatform::Record;
+  for (bool stale : {false, true}) {
+    const Result r = explore(
+        exhaustive(stale ? 2 : 3), stale ? "sleep protocol with a stale wake-up" : "sleep protocol",
+        [&](Execution& x) {
+          Atomic<int> cond(0);
+          Atomic<Record*> waiter(nullptr);
+          x.name(&cond, sizeof cond, "cond");
+          x.name(&waiter, sizeof waiter, "waiter");
+          auto find_waiter = [&] {
+            Record* w;
+            // acquire pairs with the waiter's release: its record is built.
+            while ((w = waiter.load(std::memory_order_acquire)) == nullptr) ModelPlatform::yield();
+            return w;
+          };
+          x.spawn([&] {
+            Record& me = ModelPlatform::current_thread();
+            waiter.store(&me, std::memory_order_release);
+            for (;;) {
+              internal::arm(me);
+              if (cond.load(std::memory_order_acquire) == 1) break;
+              internal::park(me, INT64_MAX);
+            }
+          });
+          x.spawn([&] {
+            Record* w = find_waiter();
+            cond.store(1, std::memory_order_release);
+            internal::unpark(w);
+          });
+          if (stale) x.spawn([&] { internal::unpark(find_waiter()); });
+          x.run();
+        });
+    std::printf("%s\n", r.summary.c_str());
+    EXPECT_TRUE(r.ok) << r.report;
+  }
+}
+
+// The same protocol inside the mutex: two threads that each lock twice
+// with spinning off, so every contended lock sleeps and every unlock with
+// waiters unparks; the second unpark of a waiter that has not re-armed yet
+// finds it awake and skips the futex wake. (A first waiter re-reads the
+// owner word until its cmpxchg succeeds, so the lost wake-up of a missing
+// waker fence needs a third thread: SleepProtocolAndPickup.)
+TEST(ModelMutex, SleepProtocolExhaustive) {
+  Config c;
+  const Result r = run_threads<ModelMutex>(exhaustive(2), "mutex.sleep protocol", c,
+                                           {{kWrite, kWrite}, {kWrite, kWrite}});
+  EXPECT_TRUE(r.ok) << r.report;
 }
 
 // ---- the spin queue, alone -----------------------------------------------------
@@ -401,7 +508,7 @@ TEST(ModelSpinQueue, HandOverExhaustive) {
 
 TEST(ModelSpinQueue, HandOverAndGiveUp) {
   for (std::int64_t d : {-1, 40, 150, 400}) {
-    const Result r = run_spin_queue(random_runs(4000, 0x6000 + static_cast<std::uint64_t>(d)),
+    const Result r = run_spin_queue(random_runs(40000, 0x6000 + static_cast<std::uint64_t>(d)),
                                     "osq give-up after " + std::to_string(d) + " ns", 3, 2,
                                     {d, 4});
     EXPECT_TRUE(r.ok) << r.report;
@@ -420,17 +527,18 @@ TEST(ModelMutex, SleepProtocolAndPickup) {
     Config c;
     c.spin = spin;
     const Result r = run_threads<ModelMutex>(
-        random_runs(4000, 0x7000), std::string("mutex.sleep and pickup") + (spin ? " (spin)" : ""),
+        random_runs(40000, 0x7000), std::string("mutex.sleep and pickup") + (spin ? " (spin)" : ""),
         c, {{kWrite, kWrite}, {kWrite, kWriteTimed}, {kWrite, kWrite}});
     EXPECT_TRUE(r.ok) << r.report;
   }
 }
 
+
 // ---- the queued rwlock's head reader and writer -------------------------------------
 
 TEST(ModelQRwLock, HeadReaderAndWriter) {
   Config c;
-  const Result r = run_threads<ModelQRwLock>(random_runs(4000, 0x8000), "qrwlock.head", c,
+  const Result r = run_threads<ModelQRwLock>(random_runs(40000, 0x8000), "qrwlock.head", c,
                                              {{kWrite, kRead}, {kRead, kRead}, {kWrite, kWrite}});
   EXPECT_TRUE(r.ok) << r.report;
 }

@@ -425,6 +425,15 @@ using Mutex = BasicMutex<internal::NativePlatform>;
 namespace testing {
 // Test access to what the protocol does between threads.
 struct MutexPeer {
+  // Calls f(name, address, size) for each word of the lock that threads
+  // share (the model checker names them in its traces).
+  template <class P, class F>
+  static void for_each_word(BasicMutex<P>& m, F f) {
+    f("owner", &m.owner_, sizeof m.owner_);
+    f("wait_lock", &m.wait_lock_, sizeof m.wait_lock_);
+    f("osq", &m.osq_, sizeof m.osq_);
+    f("first", &m.first_, sizeof m.first_);
+  }
   // What a woken first waiter that failed to get the lock does: ask the
   // owner for a handoff. Only meaningful while the lock is owned.
   template <class P>

@@ -31,6 +31,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "lib/rwsem/internal/faults.h"
+
 namespace rwsem {
 namespace internal {
 
@@ -110,13 +112,16 @@ class SpinQueue {
   void unlock(OsqNode& node) {
     OsqNode* expect = &node;
     // release: our spinning is over before the next spinner starts.
-    if (tail_.compare_exchange_strong(expect, nullptr, std::memory_order_release,
+    if (tail_.compare_exchange_strong(expect, nullptr,
+                                      fault::order(fault::kOsqUnlockRelaxed,
+                                                   std::memory_order_release),
                                       std::memory_order_relaxed))
       return;
     OsqNode* next = node.next.exchange(nullptr, std::memory_order_acquire);
     if (next == nullptr) next = wait_next(node, nullptr);
     // release pairs with the acquire load of `locked` in lock().
-    if (next != nullptr) next->locked.store(true, std::memory_order_release);
+    if (next != nullptr)
+      next->locked.store(true, fault::order(fault::kOsqHandoverRelaxed, std::memory_order_release));
   }
 
   bool is_locked() const { return tail_.load(std::memory_order_relaxed) != nullptr; }

@@ -1128,6 +1128,15 @@ struct Peer {
   static typename P::template Atomic<typename L::Word>& count(BasicRwSemaphore<L, P>& s) {
     return s.count_;
   }
+  // Calls f(name, address, size) for each word of the lock that threads
+  // share (the model checker names them in its traces).
+  template <class L, class P, class F>
+  static void for_each_word(BasicRwSemaphore<L, P>& s, F f) {
+    f("count", &s.count_, sizeof s.count_);
+    f("owner", &s.owner_, sizeof s.owner_);
+    f("osq", &s.osq_, sizeof s.osq_);
+    f("wait_lock", &s.wait_lock_, sizeof s.wait_lock_);
+  }
   // Pretends `n` more (or, negative, fewer) readers hold the lock, as if
   // that many had taken or released it, so tests reach READFAIL without
   // 2^23 threads. Releasing does the wake-up up_read would do.

@@ -49,6 +49,17 @@
 //                            (signal, spurious wake-up) for a wake-up
 //     OWNER_PUBLISH_RELAXED  a new owner publishes its thread record with
 //                            relaxed orders (spinners read it unordered)
+//   ordering between atomics (invisible to TSan and to x86; the model
+//   checker, conformance/model, catches them)
+//     ARM_NO_FENCE           arm() drops the seq_cst fence between storing
+//                            kAsleep and the waiter's look at its condition
+//     UNPARK_NO_FENCE        unpark() drops the seq_cst fence between the
+//                            waker's condition store and its read of the
+//                            sleep word
+//     OSQ_HANDOVER_RELAXED   the spin queue hands over with a relaxed store
+//                            of the successor's `locked`
+//     OSQ_UNLOCK_RELAXED     the spin queue's last spinner empties the tail
+//                            with a relaxed cmpxchg
 //
 // The companion locks' faults (qrwlock.h, mutex.h):
 //   ordering
@@ -251,7 +262,29 @@ inline constexpr bool kOwnerPublishRelaxed = true;
 inline constexpr bool kOwnerPublishRelaxed = false;
 #endif
 
-// `mo`, or relaxed when the fault `weaken` is compiled in.
+#if defined(RWSEM_FAULT_ARM_NO_FENCE)
+inline constexpr bool kArmNoFence = true;
+#else
+inline constexpr bool kArmNoFence = false;
+#endif
+#if defined(RWSEM_FAULT_UNPARK_NO_FENCE)
+inline constexpr bool kUnparkNoFence = true;
+#else
+inline constexpr bool kUnparkNoFence = false;
+#endif
+#if defined(RWSEM_FAULT_OSQ_HANDOVER_RELAXED)
+inline constexpr bool kOsqHandoverRelaxed = true;
+#else
+inline constexpr bool kOsqHandoverRelaxed = false;
+#endif
+#if defined(RWSEM_FAULT_OSQ_UNLOCK_RELAXED)
+inline constexpr bool kOsqUnlockRelaxed = true;
+#else
+inline constexpr bool kOsqUnlockRelaxed = false;
+#endif
+
+// `mo`, or relaxed when the fault `weaken` is compiled in. A relaxed fence
+// is no fence at all.
 constexpr std::memory_order order(bool weaken, std::memory_order mo) {
   return weaken ? std::memory_order_relaxed : mo;
 }
