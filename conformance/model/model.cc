@@ -155,7 +155,6 @@ class Explorer {
   bool nondeterministic = false;
   std::uint64_t rng = 0;
   std::vector<long> change_points;
-  long est_steps = 1000;
 
   Thread& me() { return threads[cur]; }
 
@@ -411,7 +410,7 @@ class Explorer {
     rng = seed;
     change_points.clear();
     for (int i = 0; i + 1 < opts.pct_depth; ++i)
-      change_points.push_back(1 + static_cast<long>(splitmix(rng) % static_cast<std::uint64_t>(est_steps)));
+      change_points.push_back(1 + static_cast<long>(splitmix(rng) % static_cast<std::uint64_t>(opts.pct_horizon)));
     nthreads = 1;
     cur = 0;
     // Records are rebuilt (fresh histories) before thread 0 runs, as the
@@ -424,7 +423,6 @@ class Explorer {
     start_thread(0);
     swapcontext(&host, &threads[0].ctx);
     active = false;
-    if (step > est_steps) est_steps = step;
     return !failed;
   }
 
@@ -667,7 +665,11 @@ class Explorer {
     const long id = ++store_ids;
     if (byte_offset >= 0) {
       drain_loc(t, l);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+      const std::uint64_t shift = 8 * static_cast<std::uint64_t>(l.size() - 1 - byte_offset);
+#else
       const std::uint64_t shift = 8 * static_cast<std::uint64_t>(byte_offset);
+#endif
       v = (l.newest().value & ~(0xffull << shift)) | ((v & 0xff) << shift);
     }
     // A relaxed store may wait in the buffer. (One after a release fence
@@ -1066,8 +1068,9 @@ Result explore(const Options& opts, const std::string& name, const Scenario& s) 
       std::ostringstream os;
       os << name << ": " << e.failure << "\n";
       if (opts.mode == Mode::kRandom)
-        os << "execution " << i << ", replay it alone with RWSEM_MC_SEED=0x" << std::hex
-           << failing_seed << std::dec << "\n";
+        os << "execution " << i << ", seed 0x" << std::hex << failing_seed << std::dec
+           << "; replay it alone, with its whole interleaving: RWSEM_MC_SEED=0x" << std::hex
+           << failing_seed << std::dec << " and a --gtest_filter naming this test\n";
       else {
         os << "exhaustive execution " << r.executions << ", choices:";
         for (std::size_t k = 0; k < e.pos && k < e.choices.size(); ++k) os << " " << e.choices[k].chosen;
@@ -1075,7 +1078,7 @@ Result explore(const Options& opts, const std::string& name, const Scenario& s) 
       }
       os << "threads:\n" << e.state_text();
       os << "interleaving (step, thread, operation, location, order, value, store read):\n"
-         << e.trace_text();
+         << e.trace_text(replaying ? 1000000 : 400);
       r.report = os.str();
       break;
     }

@@ -300,6 +300,9 @@ struct Options {
   long executions = 2000;
   std::uint64_t seed = 1;
   int pct_depth = 3;
+  // PCT: the change points fall in the first pct_horizon steps. Fixed, not
+  // learnt from earlier executions, so that a seed alone replays one.
+  long pct_horizon = 300;
   // Either mode: give up (unexplored rest reported) after this many
   // executions or seconds.
   long max_executions = 200000;

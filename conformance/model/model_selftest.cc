@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <new>
 
 #include "conformance/model/model.h"
 
@@ -272,6 +273,47 @@ TEST(ModelLitmus, TimedWaitTimesOut) {
     MC_CHECK(rc == ETIMEDOUT, "the wait did not time out");
   });
   EXPECT_TRUE(r.ok) << r.report;
+}
+
+// An object published with a relaxed store: the reader's access to the
+// object's atomic is not ordered after its initialisation.
+TEST(ModelLitmus, PublicationWithoutReleaseIsARace) {
+  for (std::memory_order pub : {rlx, rel}) {
+    Result r = check(exhaustive(), "publication", [pub](Execution& x) {
+      Atomic<Atomic<int>*> slot(nullptr);
+      alignas(Atomic<int>) unsigned char storage[sizeof(Atomic<int>)];
+      x.spawn([&] { slot.store(new (storage) Atomic<int>(7), pub); });
+      x.spawn([&] {
+        if (Atomic<int>* p = slot.load(pub == rel ? acq : rlx)) (void)p->load(rlx);
+      });
+      x.run();
+    });
+    if (pub == rlx) {
+      EXPECT_FALSE(r.ok);
+      EXPECT_NE(r.report.find("before its initialisation"), std::string::npos) << r.report;
+    } else {
+      EXPECT_TRUE(r.ok) << r.report;
+    }
+  }
+}
+
+// An atomic used after its destructor ran is reported.
+TEST(ModelLitmus, UseAfterDestructionIsReported) {
+  Result r = check(exhaustive(), "use after destruction", [](Execution& x) {
+    alignas(Atomic<int>) unsigned char storage[sizeof(Atomic<int>)];
+    Atomic<int>* a = new (storage) Atomic<int>(0);
+    x.spawn([&] {
+      a->store(1, rel);
+      (void)a->load(rlx);  // touches the object after handing it over
+    });
+    x.spawn([&] {
+      while (a->load(acq) != 1) op_spin_hint(true);
+      a->~Atomic();
+    });
+    x.run();
+  });
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.report.find("use after free"), std::string::npos) << r.report;
 }
 
 // Random mode replays: the same seed gives the same execution.
