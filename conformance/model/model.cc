@@ -146,6 +146,7 @@ class Explorer {
     std::string name;
   };
   std::vector<Region> regions;
+  std::vector<std::pair<const void*, std::function<void(std::uint64_t)>>> watches;
   bool failed = false;
   std::string failure;
   // exploration state
@@ -221,6 +222,18 @@ class Explorer {
         if (best < 0) fail_now(deadlock_text());
         time_out(best);
         switch_to(best);
+        return;
+      }
+      // Exhaustive mode: a spin hint hands over to the next runnable thread
+      // in turn, without a choice. A spin loop would otherwise multiply the
+      // schedules by the threads it could yield to at every iteration
+      // (CHESS's fair yield); the interleavings it leaves out are reached
+      // through preemptions.
+      if (this->opts.mode == Mode::kExhaustive && cur_ok && !cur_eligible) {
+        int next = cur;
+        do next = (next + 1) % nthreads;
+        while (threads[next].state != Thread::kRunnable);
+        switch_to(next);
         return;
       }
       std::vector<Opt> opts_list;
@@ -404,6 +417,7 @@ class Explorer {
     trace.clear();
     describers.clear();
     regions.clear();
+    watches.clear();
     failed = false;
     failure.clear();
     pos = 0;
@@ -576,6 +590,8 @@ class Explorer {
     s.sc = sc;
     if (sc) s.sc_index = ++sc_counter;
     s.seen[cur] = epoch;
+    for (auto& w : watches)
+      if (w.first == l.addr()) w.second(s.value);
     return s;
   }
 
@@ -1008,6 +1024,10 @@ void Execution::spawn(std::function<void()> body) {
 }
 
 void Execution::describe(std::function<std::string()> f) { ex().describers.push_back(std::move(f)); }
+
+void Execution::watch(const void* p, std::function<void(std::uint64_t)> f) {
+  ex().watches.emplace_back(p, std::move(f));
+}
 
 void Execution::name(const void* p, std::size_t size, std::string n) {
   ex().regions.push_back({static_cast<const char*>(p), size, std::move(n)});

@@ -71,8 +71,15 @@
 //    thread runs, which store a load reads, whether a store is buffered and
 //    when it drains, when a timed wait times out), bounded by preemptions
 //    (switching away from a thread that could go on), by stale reads and by
-//    buffered stores per execution. Stateless: a choice sequence is replayed
-//    from the start, so the code under test must be deterministic.
+//    buffered stores per execution. A spin hint (cpu_relax, yield) hands
+//    over to the next runnable thread in turn without a choice (a fair
+//    yield, as in CHESS): spin loops would otherwise multiply the schedules
+//    at every iteration; the orders they leave out are reached through
+//    preemptions. Stateless: a choice sequence is replayed from the start,
+//    so the code under test must be deterministic.
+//  - In both modes a spinning thread lets every other runnable thread go
+//    first, and an execution longer than Options::max_steps is reported as
+//    a livelock.
 //  - Random (Mode::kRandom): PCT-style priorities (random priorities, d-1
 //    random points where the running thread drops to the lowest), random
 //    stale reads, buffered stores and timeouts, spurious futex wake-ups.
@@ -337,6 +344,10 @@ class Execution {
   void describe(std::function<std::string()> f);
   // Names the atomic locations inside [p, p + size) in traces.
   void name(const void* p, std::size_t size, std::string name);
+  // Calls f(value) for every store that enters the modification order of
+  // the atomic at p (buffered stores when they drain). For coverage: a
+  // scenario counts how often the protocol state it is about was reached.
+  void watch(const void* p, std::function<void(std::uint64_t)> f);
   // Starts the spawned threads and returns when all have finished
   // (thread 0 then happens-after all of them).
   void run();

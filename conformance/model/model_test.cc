@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -34,6 +35,8 @@
 #include "conformance/lock_types.h"
 #include "conformance/model/model.h"
 #include "conformance/model/model_platform.h"
+#include "lib/rwsem/internal/count_bits.h"
+#include "lib/rwsem/lock_events.h"
 #include "lib/rwsem/mutex.h"
 #include "lib/rwsem/osq.h"
 #include "lib/rwsem/qrwlock.h"
@@ -85,6 +88,9 @@ Options random_runs(long n, std::uint64_t seed) {
 struct Config {
   bool spin = false;
   long handoff_us = 1000000;  // effectively never, but for the handoff timer
+  // Each section yields once inside (1 us of virtual time): holders stay
+  // long enough for timed waiters and spinners to run out of time.
+  bool long_sections = false;
 };
 
 // A lock of type T, constructed in place (locks are not movable).
@@ -125,6 +131,28 @@ void check_free(T& lock) {
   }
 }
 
+template <class T, class F>
+void for_each_word(T& lock, F f) {
+  if constexpr (std::is_same_v<T, ModelMutex>) {
+    testing::MutexPeer::for_each_word(lock, f);
+  } else if constexpr (std::is_same_v<T, ModelQRwLock>) {
+    testing::QRwLockPeer::for_each_word(lock, f);
+  } else {
+    testing::Peer::for_each_word(lock, f);
+  }
+}
+
+// The address of the lock's main word (the rwsem's count, the mutex's
+// owner word, the queued rwlock's cnts).
+template <class T>
+const void* main_word(T& lock) {
+  const void* w = nullptr;
+  for_each_word(lock, [&](const char*, const void* p, std::size_t) {
+    if (w == nullptr) w = p;
+  });
+  return w;
+}
+
 template <class T>
 void name_lock(Execution& x, T& lock) {
   const std::string base = T::kName;
@@ -132,11 +160,7 @@ void name_lock(Execution& x, T& lock) {
   auto field = [&](const char* n, const void* p, std::size_t size) {
     x.name(p, size, base + "." + n);
   };
-  if constexpr (std::is_same_v<T, ModelMutex>) {
-    testing::MutexPeer::for_each_word(lock, field);
-  } else if constexpr (!std::is_same_v<T, ModelQRwLock>) {
-    testing::Peer::for_each_word(lock, field);
-  }
+  for_each_word(lock, field);
   x.describe([&lock] { return state_of(lock); });
 }
 
@@ -151,16 +175,26 @@ const char* kind_name(Kind k) {
 // One critical section of kind k. A writing section increments the cell;
 // a reading one reads it. Returns the number of increments made.
 template <class T>
-int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(300)) {
+int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(300),
+            bool* timed_out = nullptr, bool long_section = false) {
+  auto gave_up = [&] {
+    if (timed_out != nullptr) *timed_out = true;
+    return 0;
+  };
+  auto work = [&] {
+    if (long_section) ModelPlatform::yield();
+  };
   switch (k) {
     case kRead:
       read_lock(lock);
       (void)data.read();
+      work();
       read_unlock(lock);
       return 0;
     case kReadTimed:
-      if (!read_lock_for(lock, timeout)) return 0;
+      if (!read_lock_for(lock, timeout)) return gave_up();
       (void)data.read();
+      work();
       read_unlock(lock);
       return 0;
     case kReadTry:
@@ -171,11 +205,13 @@ int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(
     case kWrite:
       lock.lock();
       data.write(data.read() + 1);
+      work();
       lock.unlock();
       return 1;
     case kWriteTimed:
-      if (!write_lock_for(lock, timeout)) return 0;
+      if (!write_lock_for(lock, timeout)) return gave_up();
       data.write(data.read() + 1);
+      work();
       lock.unlock();
       return 1;
     case kWriteTry:
@@ -195,23 +231,80 @@ int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(
   return 0;
 }
 
-// Threads each running a list of sections on one lock; checks the data
-// and the final state. Returns the explorer's result.
+// What the explorations reached, summed over all executions: a scenario
+// that never reaches the protocol state it is about proves nothing, so the
+// tests assert on these (the lock events, where compiled in, and the
+// states the lock's main word went through).
+struct Coverage {
+  LockEventSnapshot events;  // rwsem lock events (this binary counts them)
+  long waiters = 0;          // main word stored with WAITERS (rwsem, mutex)
+  long handoff = 0;          // ... with HANDOFF (rwsem, mutex)
+  long pickup = 0;           // ... with PICKUP (mutex: a lock handed over)
+  long writer_waiting = 0;   // qrwlock: a head writer set WAITING
+  long reader_behind_writer = 0;  // qrwlock: a head reader's bias beside a writer
+  long timeouts = 0;         // timed sections that gave up
+  std::uint64_t event(LockEvent e) const { return events[e]; }
+  std::string text() const {
+    std::ostringstream os;
+    os << "waiters " << waiters << ", handoff " << handoff << ", pickup " << pickup
+       << ", writer waiting " << writer_waiting << ", reader behind writer "
+       << reader_behind_writer << ", timeouts " << timeouts;
+    if (kLockEventsEnabled) os << "; events: " << events;
+    return os.str();
+  }
+};
+
+// Sorts one value stored to the lock's main word into the coverage.
 template <class T>
-Result run_threads(const Options& o, const std::string& name, const Config& c,
-                   std::vector<std::vector<Kind>> threads, unsigned max_spinners = 2) {
+void classify(std::uint64_t v, Coverage& cov) {
+  if constexpr (std::is_same_v<T, ModelMutex>) {
+    using L = MutexOwnerLayout;
+    const auto w = static_cast<L::Word>(v);
+    cov.waiters += L::has_waiters(w);
+    cov.handoff += L::has_handoff(w);
+    cov.pickup += L::has_pickup(w);
+  } else if constexpr (std::is_same_v<T, ModelQRwLock>) {
+    using L = QRwLockLayout;
+    const auto w = static_cast<L::Word>(v);
+    cov.writer_waiting += L::writer_waiting(w);
+    cov.reader_behind_writer += L::write_locked(w) && L::readers(w) > 0;
+  } else {
+    using B = internal::CountBits<typename T::layout_type>;
+    const auto w = static_cast<typename T::Word>(v);
+    cov.waiters += B::has_waiters(w);
+    cov.handoff += B::has_handoff(w);
+  }
+}
+
+struct LockRun {
+  Result result;
+  Coverage cov;
+};
+
+// Threads each running a list of sections on one lock; checks the data
+// and the final state. Returns the explorer's result and what it reached.
+template <class T>
+LockRun run_threads(const Options& o, const std::string& name, const Config& c,
+                std::vector<std::vector<Kind>> threads, unsigned max_spinners = 2) {
   Options opts = o;
   opts.max_spinners = max_spinners;
-  Result r = explore(opts, name, [&](Execution& x) {
+  LockRun run;
+  const LockEventSnapshot before = lock_events_snapshot();
+  run.result = explore(opts, name, [&](Execution& x) {
     Box<T> box(c);
     T& lock = *box;
     Cell<int> data(0);
     name_lock(x, lock);
     x.name(&data, sizeof data, "data");
+    x.watch(main_word(lock), [&](std::uint64_t v) { classify<T>(v, run.cov); });
     int writes[kMaxThreads] = {};
     for (std::size_t i = 0; i < threads.size(); ++i) {
       x.spawn([&, i] {
-        for (Kind k : threads[i]) writes[i] += section(lock, data, k);
+        for (Kind k : threads[i]) {
+          bool timed_out = false;
+          writes[i] += section(lock, data, k, nanoseconds(300), &timed_out, c.long_sections);
+          run.cov.timeouts += timed_out;
+        }
       });
     }
     x.run();
@@ -221,8 +314,9 @@ Result run_threads(const Options& o, const std::string& name, const Config& c,
                                        ", writes " + std::to_string(total));
     check_free(lock);
   });
-  std::printf("%s\n", r.summary.c_str());
-  return r;
+  run.cov.events = lock_events_snapshot() - before;
+  std::printf("%s\n    reached: %s\n", run.result.summary.c_str(), run.cov.text().c_str());
+  return run;
 }
 
 std::string names(const std::vector<std::vector<Kind>>& threads) {
@@ -259,10 +353,11 @@ TYPED_TEST(Model, HandoverExhaustive) {
     Config c;
     c.spin = spin;
     for (const auto& p : pairs) {
-      const Result r = run_threads<TypeParam>(exhaustive(2), TestFixture::label("handover", c) +
-                                                                 " [" + names(p) + "]",
-                                              c, p);
-      TestFixture::expect(r);
+      const LockRun run = run_threads<TypeParam>(exhaustive(2), TestFixture::label("handover", c) +
+                                                                " [" + names(p) + "]",
+                                             c, p);
+      TestFixture::expect(run.result);
+      EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
     }
   }
 }
@@ -273,10 +368,11 @@ TYPED_TEST(Model, HandoverTimedAndTryExhaustive) {
       {{kWriteTimed}, {kReadTimed}}, {{kWriteTry}, {kWrite}}, {{kReadTry}, {kWriteTimed}}};
   Config c;
   for (const auto& p : pairs) {
-    const Result r = run_threads<TypeParam>(exhaustive(1), TestFixture::label("handover", c) +
-                                                               " [" + names(p) + "]",
-                                            c, p);
-    TestFixture::expect(r);
+    const LockRun run = run_threads<TypeParam>(exhaustive(1), TestFixture::label("handover", c) +
+                                                              " [" + names(p) + "]",
+                                           c, p);
+    TestFixture::expect(run.result);
+    EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
   }
 }
 
@@ -291,20 +387,37 @@ TYPED_TEST(Model, WakePath) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    const Result r = run_threads<TypeParam>(
+    const LockRun run = run_threads<TypeParam>(
         random_runs(30000, 0x1000), TestFixture::label("wake path", c), c,
         {{kWrite, kRead}, {kRead, kRead}, {kRead, kWrite}, {kWrite}});
-    TestFixture::expect(r);
+    TestFixture::expect(run.result);
+    const Coverage& cov = run.cov;
+    if constexpr (std::is_same_v<TypeParam, ModelQRwLock>) {
+      EXPECT_GT(cov.writer_waiting + cov.reader_behind_writer, 0) << cov.text();
+    } else {
+      EXPECT_GT(cov.waiters, 0) << "nobody ever queued: " << cov.text();
+    }
+    if constexpr (IsRwsem<TypeParam>::value) {
+      if (spin) {
+        EXPECT_GT(cov.event(LockEvent::opt_wlock) + cov.event(LockEvent::opt_rlock), 0u)
+            << cov.text();
+      } else {
+        EXPECT_GT(cov.event(LockEvent::wake_reader), 0u) << cov.text();
+        EXPECT_GT(cov.event(LockEvent::wake_writer), 0u) << cov.text();
+      }
+    }
   }
 }
 
 // Three writers: every release hands over to a queued writer.
 TYPED_TEST(Model, WriterQueue) {
   Config c;
-  const Result r = run_threads<TypeParam>(random_runs(30000, 0x2000),
-                                          TestFixture::label("writer queue", c), c,
-                                          {{kWrite, kWrite}, {kWrite, kWrite}, {kWrite, kWrite}});
-  TestFixture::expect(r);
+  const LockRun run = run_threads<TypeParam>(random_runs(30000, 0x2000),
+                                         TestFixture::label("writer queue", c), c,
+                                         {{kWrite, kWrite}, {kWrite, kWrite}, {kWrite, kWrite}});
+  TestFixture::expect(run.result);
+  if constexpr (IsRwsem<TypeParam>::value)
+    EXPECT_GT(run.cov.event(LockEvent::wake_writer), 0u) << run.cov.text();
 }
 
 // Timed waits whose deadlines race the wake-up that grants them: a waiter
@@ -314,10 +427,12 @@ TYPED_TEST(Model, TimeoutRacingWake) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    const Result r = run_threads<TypeParam>(
+    c.long_sections = true;
+    const LockRun run = run_threads<TypeParam>(
         random_runs(30000, 0x3000), TestFixture::label("timeout racing wake", c), c,
         {{kWrite, kWriteTimed}, {kReadTimed, kReadTimed}, {kWriteTimed, kRead}});
-    TestFixture::expect(r);
+    TestFixture::expect(run.result);
+    if constexpr (kTimed<TypeParam>) EXPECT_GT(run.cov.timeouts, 0) << run.cov.text();
   }
 }
 
@@ -374,11 +489,35 @@ TYPED_TEST(ModelRwsemOnly, HandoffSetAndClear) {
     Config c;
     c.spin = spin;
     c.handoff_us = 0;
-    const Result r = run_threads<T>(random_runs(30000, 0x4000),
-                                    Model<T>::label("handoff set and clear", c), c,
-                                    {{kWrite, kWrite}, {kRead, kWrite}, {kRead, kReadTimed}});
-    Model<T>::expect(r);
+    const LockRun run = run_threads<T>(random_runs(30000, 0x4000),
+                                   Model<T>::label("handoff set and clear", c), c,
+                                   {{kWrite, kWrite}, {kRead, kWrite}, {kRead, kReadTimed}});
+    Model<T>::expect(run.result);
+    if (!spin) {
+      EXPECT_GT(run.cov.handoff, 0) << run.cov.text();
+      EXPECT_GT(run.cov.event(LockEvent::wlock_handoff), 0u) << run.cov.text();
+    } else {
+      EXPECT_GT(run.cov.event(LockEvent::opt_wlock), 0u) << run.cov.text();
+    }
   }
+}
+
+// A reader's handoff: the reader is first in the queue, the lock goes free,
+// and a writer steals it before the waker's reader test; the waker then
+// sets HANDOFF for the reader (mark_wake()), and the next release must
+// grant it. Every interleaving of one writer releasing, one reader
+// queueing and one writer stealing, within two preemptions.
+TYPED_TEST(ModelRwsemOnly, ReaderHandoffExhaustive) {
+  using T = ModelRwsem<TypeParam>;
+  Config c;
+  c.handoff_us = 0;
+  Options o = exhaustive(2);
+  o.max_executions = 5000000;
+  const LockRun run = run_threads<T>(o, Model<T>::label("reader handoff", c), c,
+                                     {{kWrite}, {kRead}, {kWrite}});
+  Model<T>::expect(run.result);
+  EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
+  EXPECT_GT(run.cov.event(LockEvent::rlock_handoff), 0u) << run.cov.text();
 }
 
 // Downgrade with readers and a writer queued: the downgrader wakes the
@@ -388,10 +527,11 @@ TYPED_TEST(ModelRwsemOnly, DowngradeWithWaiters) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    const Result r = run_threads<T>(random_runs(30000, 0x5000),
-                                    Model<T>::label("downgrade with waiters", c), c,
-                                    {{kDowngrade, kDowngrade}, {kRead, kRead}, {kWrite}, {kRead}});
-    Model<T>::expect(r);
+    const LockRun run = run_threads<T>(random_runs(30000, 0x5000),
+                                   Model<T>::label("downgrade with waiters", c), c,
+                                   {{kDowngrade, kDowngrade}, {kRead, kRead}, {kWrite}, {kRead}});
+    Model<T>::expect(run.result);
+    EXPECT_GT(run.cov.event(LockEvent::wake_reader), 0u) << run.cov.text();
   }
 }
 
@@ -451,9 +591,11 @@ TEST(ModelSleepProtocol, ArmLookParkAgainstChangeUnpark) {
 // waker fence needs a third thread: SleepProtocolAndPickup.)
 TEST(ModelMutex, SleepProtocolExhaustive) {
   Config c;
-  const Result r = run_threads<ModelMutex>(exhaustive(2), "mutex.sleep protocol", c,
-                                           {{kWrite, kWrite}, {kWrite, kWrite}});
-  EXPECT_TRUE(r.ok) << r.report;
+  const LockRun run = run_threads<ModelMutex>(exhaustive(2), "mutex.sleep protocol", c,
+                                          {{kWrite, kWrite}, {kWrite, kWrite}});
+  EXPECT_TRUE(run.result.ok) << run.result.report;
+  EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
+  EXPECT_GT(run.cov.waiters, 0) << run.cov.text();
 }
 
 // ---- the spin queue, alone -----------------------------------------------------
@@ -470,9 +612,16 @@ struct QueueScenario {
   unsigned max_spinners;
 };
 
-Result run_spin_queue(const Options& o, const std::string& name, int threads, int rounds,
-                      QueueScenario q) {
-  Result r = explore(o, name, [&](Execution& x) {
+struct QueueRun {
+  Result result;
+  long handovers = 0;  // a successor's `locked` set by its predecessor
+  long give_ups = 0;   // lock() returned false (deadline or too many)
+};
+
+QueueRun run_spin_queue(const Options& o, const std::string& name, int threads, int rounds,
+                        QueueScenario q) {
+  QueueRun run;
+  run.result = explore(o, name, [&](Execution& x) {
     internal::SpinQueue<ModelPlatform> queue;
     Cell<int> data(0);
     x.name(&queue, sizeof queue, "osq");
@@ -481,10 +630,14 @@ Result run_spin_queue(const Options& o, const std::string& name, int threads, in
     for (int t = 0; t < threads; ++t) {
       x.spawn([&, t] {
         auto& node = ModelPlatform::current_thread().osq;
+        x.watch(&node.locked, [&](std::uint64_t v) { run.handovers += v != 0; });
         for (int i = 0; i < rounds; ++i) {
           const std::int64_t deadline =
               q.deadline_after_ns < 0 ? INT64_MAX : ModelPlatform::now_ns() + q.deadline_after_ns;
-          if (!queue.lock(node, deadline, q.max_spinners)) continue;
+          if (!queue.lock(node, deadline, q.max_spinners)) {
+            ++run.give_ups;
+            continue;
+          }
           data.write(data.read() + 1);
           ++entered[t];
           queue.unlock(node);
@@ -497,22 +650,35 @@ Result run_spin_queue(const Options& o, const std::string& name, int threads, in
     MC_CHECK(data.read() == total, "an increment under the spin queue was lost");
     MC_CHECK(!queue.is_locked(), "the spin queue's tail is not empty after everyone left");
   });
-  std::printf("%s\n", r.summary.c_str());
-  return r;
+  std::printf("%s\n    reached: %ld hand-overs, %ld give-ups\n", run.result.summary.c_str(),
+              run.handovers, run.give_ups);
+  return run;
 }
 
 TEST(ModelSpinQueue, HandOverExhaustive) {
-  const Result r = run_spin_queue(exhaustive(2), "osq hand-over", 2, 1, {-1, 4});
-  EXPECT_TRUE(r.ok) << r.report;
+  const QueueRun run = run_spin_queue(exhaustive(2), "osq hand-over", 2, 1, {-1, 4});
+  EXPECT_TRUE(run.result.ok) << run.result.report;
+  EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
+  EXPECT_GT(run.handovers, 0);
 }
 
 TEST(ModelSpinQueue, HandOverAndGiveUp) {
   for (std::int64_t d : {-1, 40, 150, 400}) {
-    const Result r = run_spin_queue(random_runs(40000, 0x6000 + static_cast<std::uint64_t>(d)),
-                                    "osq give-up after " + std::to_string(d) + " ns", 3, 2,
-                                    {d, 4});
-    EXPECT_TRUE(r.ok) << r.report;
+    const QueueRun run = run_spin_queue(
+        random_runs(40000, 0x6000 + static_cast<std::uint64_t>(d)),
+        "osq give-up after " + std::to_string(d) + " ns", 3, 2, {d, 4});
+    EXPECT_TRUE(run.result.ok) << run.result.report;
+    EXPECT_GT(run.handovers, 0);
+    if (d >= 0) EXPECT_GT(run.give_ups, 0);
   }
+}
+
+// Past the spinner limit a joining thread leaves at once (the give-up
+// steps with a predecessor that may be handing over at the same moment).
+TEST(ModelSpinQueue, SpinnerLimit) {
+  const QueueRun run = run_spin_queue(random_runs(40000, 0x6800), "osq limit 2", 3, 2, {400, 2});
+  EXPECT_TRUE(run.result.ok) << run.result.report;
+  EXPECT_GT(run.give_ups, 0);
 }
 
 // ---- the mutex's sleep protocol and pickup ----------------------------------------
@@ -526,10 +692,14 @@ TEST(ModelMutex, SleepProtocolAndPickup) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    const Result r = run_threads<ModelMutex>(
+    c.long_sections = spin;  // holders outlast the spin budget: spinners queue
+    const LockRun run = run_threads<ModelMutex>(
         random_runs(40000, 0x7000), std::string("mutex.sleep and pickup") + (spin ? " (spin)" : ""),
         c, {{kWrite, kWrite}, {kWrite, kWriteTimed}, {kWrite, kWrite}});
-    EXPECT_TRUE(r.ok) << r.report;
+    EXPECT_TRUE(run.result.ok) << run.result.report;
+    EXPECT_GT(run.cov.waiters, 0) << run.cov.text();
+    EXPECT_GT(run.cov.handoff, 0) << run.cov.text();
+    EXPECT_GT(run.cov.pickup, 0) << run.cov.text();
   }
 }
 
@@ -538,9 +708,11 @@ TEST(ModelMutex, SleepProtocolAndPickup) {
 
 TEST(ModelQRwLock, HeadReaderAndWriter) {
   Config c;
-  const Result r = run_threads<ModelQRwLock>(random_runs(40000, 0x8000), "qrwlock.head", c,
-                                             {{kWrite, kRead}, {kRead, kRead}, {kWrite, kWrite}});
-  EXPECT_TRUE(r.ok) << r.report;
+  const LockRun run = run_threads<ModelQRwLock>(random_runs(40000, 0x8000), "qrwlock.head", c,
+                                            {{kWrite, kRead}, {kRead, kRead}, {kWrite, kWrite}});
+  EXPECT_TRUE(run.result.ok) << run.result.report;
+  EXPECT_GT(run.cov.writer_waiting, 0) << run.cov.text();
+  EXPECT_GT(run.cov.reader_behind_writer, 0) << run.cov.text();
 }
 
 }  // namespace

@@ -52,6 +52,10 @@
 
 namespace rwsem {
 
+namespace testing {
+struct QRwLockPeer;
+}  // namespace testing
+
 template <class P>
 class BasicQRwLock {
   using L = QRwLockLayout;
@@ -220,11 +224,24 @@ class BasicQRwLock {
     Atomic<std::uint16_t> serving_{0};
   };
 
+  friend struct testing::QRwLockPeer;
   Atomic<Word> cnts_{0};
   TicketLock queue_;
 };
 
 using QRwLock = BasicQRwLock<internal::NativePlatform>;
+
+namespace testing {
+struct QRwLockPeer {
+  // Calls f(name, address, size) for each word of the lock that threads
+  // share (the model checker names them in its traces).
+  template <class P, class F>
+  static void for_each_word(BasicQRwLock<P>& l, F f) {
+    f("cnts", &l.cnts_, sizeof l.cnts_);
+    f("queue", &l.queue_, sizeof l.queue_);
+  }
+};
+}  // namespace testing
 
 static_assert(sizeof(std::atomic<QRwLock::Word>) == sizeof(QRwLock::Word),
               "the writer byte is addressed inside the lock word");
