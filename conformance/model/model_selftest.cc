@@ -45,6 +45,25 @@ Result check(const Options& o, const char* name, const Scenario& s) {
   return r;
 }
 
+// Store buffering: each thread stores to one location, then loads the
+// other (store order `so`, load order `lo`); checks "not both 0".
+Scenario store_buffering(std::memory_order so, std::memory_order lo) {
+  return [so, lo](Execution& x) {
+    Atomic<int> a(0), b(0);
+    int r1 = -1, r2 = -1;
+    x.spawn([&] {
+      a.store(1, so);
+      r1 = b.load(lo);
+    });
+    x.spawn([&] {
+      b.store(1, so);
+      r2 = a.load(lo);
+    });
+    x.run();
+    MC_CHECK(!(r1 == 0 && r2 == 0), "both read 0");
+  };
+}
+
 // Message passing with a relaxed flag: the reader may see the flag and
 // not the data, and the plain data access is a race.
 TEST(ModelLitmus, MessagePassingRelaxedIsARace) {
@@ -108,20 +127,7 @@ TEST(ModelLitmus, MessagePassingRelaxedAtomicsShowsStaleValue) {
 // threads may read 0.
 TEST(ModelLitmus, StoreBufferingAllowsBothZero) {
   for (std::memory_order so : {rlx, rel}) {
-    Result r = check(exhaustive(), "SB", [so](Execution& x) {
-      Atomic<int> a(0), b(0);
-      int r1 = -1, r2 = -1;
-      x.spawn([&] {
-        a.store(1, so);
-        r1 = b.load(so == rel ? acq : rlx);
-      });
-      x.spawn([&] {
-        b.store(1, so);
-        r2 = a.load(so == rel ? acq : rlx);
-      });
-      x.run();
-      MC_CHECK(!(r1 == 0 && r2 == 0), "both read 0");
-    });
+    Result r = check(exhaustive(), "SB", store_buffering(so, so == rel ? acq : rlx));
     EXPECT_FALSE(r.ok);
   }
 }
@@ -149,20 +155,7 @@ TEST(ModelLitmus, StoreBufferingWithSeqCstFencesForbidsBothZero) {
   EXPECT_TRUE(r.ok) << r.report;
   EXPECT_TRUE(r.complete);
 
-  Result r2 = check(exhaustive(3), "SB seq_cst", [](Execution& x) {
-    Atomic<int> a(0), b(0);
-    int r1 = -1, r2 = -1;
-    x.spawn([&] {
-      a.store(1, sc);
-      r1 = b.load(sc);
-    });
-    x.spawn([&] {
-      b.store(1, sc);
-      r2 = a.load(sc);
-    });
-    x.run();
-    MC_CHECK(!(r1 == 0 && r2 == 0), "both read 0 with seq_cst operations");
-  });
+  Result r2 = check(exhaustive(3), "SB seq_cst", store_buffering(sc, sc));
   EXPECT_TRUE(r2.ok) << r2.report;
   EXPECT_TRUE(r2.complete);
 }
@@ -318,20 +311,7 @@ TEST(ModelLitmus, UseAfterDestructionIsReported) {
 
 // Random mode replays: the same seed gives the same execution.
 TEST(ModelLitmus, RandomModeFindsStoreBufferingAndNamesSeed) {
-  Result r = check(random_runs(5000), "SB random", [](Execution& x) {
-    Atomic<int> a(0), b(0);
-    int r1 = -1, r2 = -1;
-    x.spawn([&] {
-      a.store(1, rlx);
-      r1 = b.load(rlx);
-    });
-    x.spawn([&] {
-      b.store(1, rlx);
-      r2 = a.load(rlx);
-    });
-    x.run();
-    MC_CHECK(!(r1 == 0 && r2 == 0), "both read 0");
-  });
+  Result r = check(random_runs(5000), "SB random", store_buffering(rlx, rlx));
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.report.find("RWSEM_MC_SEED=0x"), std::string::npos) << r.report;
 }

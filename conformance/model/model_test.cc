@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <new>
 #include <sstream>
 #include <string>
@@ -330,7 +331,7 @@ std::string names(const std::vector<std::vector<Kind>>& threads) {
 
 template <class T>
 class Model : public ::testing::Test {
- protected:
+ public:
   static std::string label(const char* scenario, const Config& c) {
     return std::string(T::kName) + "." + scenario + (c.spin ? " (spin)" : " (no spin)");
   }
@@ -345,35 +346,34 @@ TYPED_TEST_SUITE(Model, ModelLocks, LayoutNames);
 // buffered. The section that runs second must see the first's data through
 // the lock alone.
 
-TYPED_TEST(Model, HandoverExhaustive) {
-  std::vector<std::vector<std::vector<Kind>>> pairs = {
-      {{kWrite}, {kWrite}}, {{kWrite}, {kRead}}, {{kRead}, {kWrite}}};
-  if (rwsem_test::kDowngrade<TypeParam>) pairs.push_back({{kDowngrade}, {kRead}});
-  for (bool spin : {false, true}) {
+using Pairs = std::vector<std::vector<std::vector<Kind>>>;
+
+// Each pair of one-section threads, exhaustively within `preemptions`.
+template <class T>
+void handover_pairs(const Pairs& pairs, int preemptions, std::initializer_list<bool> spins) {
+  for (bool spin : spins) {
     Config c;
     c.spin = spin;
     for (const auto& p : pairs) {
-      const LockRun run = run_threads<TypeParam>(exhaustive(2), TestFixture::label("handover", c) +
-                                                                " [" + names(p) + "]",
-                                             c, p);
-      TestFixture::expect(run.result);
+      const LockRun run = run_threads<T>(
+          exhaustive(preemptions), Model<T>::label("handover", c) + " [" + names(p) + "]", c, p);
+      Model<T>::expect(run.result);
       EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
     }
   }
 }
 
+TYPED_TEST(Model, HandoverExhaustive) {
+  Pairs pairs = {{{kWrite}, {kWrite}}, {{kWrite}, {kRead}}, {{kRead}, {kWrite}}};
+  if (rwsem_test::kDowngrade<TypeParam>) pairs.push_back({{kDowngrade}, {kRead}});
+  handover_pairs<TypeParam>(pairs, 2, {false, true});
+}
+
 // The same with timed and try operations, one preemption.
 TYPED_TEST(Model, HandoverTimedAndTryExhaustive) {
-  const std::vector<std::vector<std::vector<Kind>>> pairs = {
-      {{kWriteTimed}, {kReadTimed}}, {{kWriteTry}, {kWrite}}, {{kReadTry}, {kWriteTimed}}};
-  Config c;
-  for (const auto& p : pairs) {
-    const LockRun run = run_threads<TypeParam>(exhaustive(1), TestFixture::label("handover", c) +
-                                                              " [" + names(p) + "]",
-                                           c, p);
-    TestFixture::expect(run.result);
-    EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
-  }
+  handover_pairs<TypeParam>(
+      {{{kWriteTimed}, {kReadTimed}}, {{kWriteTry}, {kWrite}}, {{kReadTry}, {kWriteTimed}}}, 1,
+      {false});
 }
 
 // ---- the wake path, randomised ------------------------------------------------
