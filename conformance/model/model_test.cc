@@ -326,7 +326,7 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
 std::string names(const std::vector<std::vector<Kind>>& threads) {
   std::string s;
   for (const auto& t : threads) {
-    s += s.empty() ? "" : " | ";
+    s += s.empty() ? "" : " vs ";
     for (std::size_t i = 0; i < t.size(); ++i) s += (i ? "," : "") + std::string(kind_name(t[i]));
   }
   return s;
