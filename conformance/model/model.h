@@ -24,8 +24,9 @@
 // switch. futex_wait blocks the thread in the scheduler; futex_wake makes
 // blocked threads runnable, and the woken thread's return happens after the
 // wake (Linux orders them through the futex hash bucket's lock; spurious
-// wake-ups and timeouts carry no such edge); a timed wait may time out at any scheduling
-// point (virtual time then jumps to its deadline). When no thread can run
+// wake-ups and timeouts carry no such edge); a timed wait may time out at
+// any scheduling point (virtual time then jumps to its deadline). Both
+// futex calls are seq_cst fences, as the system call is. When no thread can run
 // and none has a deadline, the execution is reported as a deadlock or lost
 // wake-up, with every thread's state and the scenario's decoded lock state.
 //
@@ -51,19 +52,25 @@
 //    the clock of the fence.
 //  - Read-modify-writes read the newest store. A compare-exchange that fails
 //    is a load and may read an older store whose value is not `expected`.
-//  - Store buffers: a relaxed store may stay in its thread's buffer (the thread itself reads it; nobody else does)
-//    and enter mo later, after stores that executed after it. The thread's
-//    release operations, seq_cst fences, futex calls and its RMWs on the same
-//    location drain its buffer first; so does its end.
-// Known gaps (it under-approximates; it never reports an execution C++
-// forbids): a store never enters mo before a store that is already there
-// except through the buffer above, so load buffering and some store-store
-// reorderings across threads are not produced; a seq_cst load never reads
-// a store older than the newest seq_cst store; compare_exchange_weak never
-// fails spuriously; mixed-size accesses (the queued rwlock's writer byte)
-// are modelled as a store of the whole word computed from its newest value;
-// and the hardware's own behaviour beyond the C++ model (e.g. a futex system
-// call's barriers) is not modelled: futex calls are seq_cst fences.
+//  - Store buffers: a relaxed store may stay in its thread's buffer (the
+//    thread itself reads it; nobody else does) and enter mo later, after
+//    stores that executed after it. The thread's release operations,
+//    seq_cst fences, futex calls and its RMWs on the same location drain
+//    its buffer first; so does its end.
+//  - Initialising an atomic is a plain write: an access that the
+//    initialisation does not happen before (an object published without
+//    release/acquire) is a data race; so is an access after the object's
+//    destructor ran (a use after free).
+// Known gaps (it under-approximates; it never reports an execution that
+// C++ with Linux's futex ordering forbids): a store never enters mo before
+// a store that is already there except through the buffer above, so load
+// buffering and some store-store reorderings across threads are not
+// produced; a seq_cst load never reads a store older than the newest
+// seq_cst store; compare_exchange_weak never fails spuriously; mixed-size
+// accesses (the queued rwlock's writer byte) are modelled as a store of the
+// whole word computed from its newest value; and the hardware's own
+// behaviour beyond the C++ model is not modelled (a target's compiler maps
+// C++'s orders onto it; that mapping is the compiler's to get right).
 //
 // Exploration
 // -----------
@@ -81,7 +88,8 @@
 //    first, and an execution longer than Options::max_steps is reported as
 //    a livelock.
 //  - Random (Mode::kRandom): PCT-style priorities (random priorities, d-1
-//    random points where the running thread drops to the lowest), random
+//    random points where the running thread drops to the lowest; a thread
+//    that gives a spin hint drops to the lowest too), random
 //    stale reads, buffered stores and timeouts, spurious futex wake-ups.
 //    Execution i runs with seed `seed + i`, printed on failure; set
 //    RWSEM_MC_SEED to replay it alone, with its trace.
@@ -89,9 +97,8 @@
 // memory order, the value read and the store it came from (with the newest
 // store when a load read an older one).
 //
-// An atomic object is retired by its destructor (its memory stays, as
-// the checker owns every stack); an access after that is reported as a use
-// after free, as ASan would report it when the memory is freed.
+// An atomic object is retired by its destructor; its memory stays (the
+// checker owns every stack), so a late access is seen, not undefined.
 //
 // Plain data of the test goes in Cell<T>: every access is checked against
 // happens-before, so an access that is not ordered after the last
