@@ -477,6 +477,58 @@ TYPED_TEST(Model, DestroyRightAfterUnlock) {
   }
 }
 
+// Two locks of the same type, threads moving between them. A thread's
+// sleep word is shared by every lock it waits on, so the late unpark of a
+// waker on one lock (its wakee returned without waiting for it) lands in
+// the thread's wait on the other: stale wake-ups across locks, which every
+// wait must absorb and none may lose a real wake-up to.
+TYPED_TEST(Model, TwoLocksStaleWakeups) {
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    const std::string name = TestFixture::label("two locks", c);
+    LockRun run;
+    const LockEventSnapshot before = lock_events_snapshot();
+    run.result = explore(random_runs(30000, 0x9000), name, [&](Execution& x) {
+      Box<TypeParam> box1(c), box2(c);
+      TypeParam& a = *box1;
+      TypeParam& b = *box2;
+      Cell<int> da(0), db(0);
+      x.name(&a, sizeof a, "a");
+      x.name(&b, sizeof b, "b");
+      x.describe([&a, &b] { return "a: " + state_of(a) + "; b: " + state_of(b); });
+      x.watch(main_word(a), [&](std::uint64_t v) { classify<TypeParam>(v, run.cov); });
+      x.watch(main_word(b), [&](std::uint64_t v) { classify<TypeParam>(v, run.cov); });
+      int wa = 0, wb = 0, wa2 = 0, wb2 = 0;
+      x.spawn([&] {
+        wa += section(a, da, kWrite);
+        wb += section(b, db, kRead);
+        wa += section(a, da, kWrite);
+      });
+      x.spawn([&] {
+        wb2 += section(b, db, kWrite);
+        wa2 += section(a, da, kRead);
+        wb2 += section(b, db, kWrite);
+      });
+      x.spawn([&] {
+        (void)section(a, da, kRead);
+        (void)section(b, db, kRead);
+      });
+      x.run();
+      MC_CHECK(da.read() == wa + wa2, "a write under lock a was lost");
+      MC_CHECK(db.read() == wb + wb2, "a write under lock b was lost");
+      check_free(a);
+      check_free(b);
+    });
+    run.cov.events = lock_events_snapshot() - before;
+    std::printf("%s\n    reached: %s\n", run.result.summary.c_str(), run.cov.text().c_str());
+    TestFixture::expect(run.result);
+    if constexpr (!std::is_same_v<TypeParam, ModelQRwLock>) {
+      if (!c.spinning()) EXPECT_GT(run.cov.waiters, 0) << run.cov.text();
+    }
+  }
+}
+
 // ---- the rwsem's own protocols ---------------------------------------------------
 
 template <class L>
