@@ -129,6 +129,7 @@ class Explorer {
   int cur = 0;
   bool active = false;     // an execution is running
   bool reporting = false;  // building a failure report: loads peek
+  bool rebuilding = false; // destroying a record of the previous execution
   ucontext_t host;
   // execution state
   long step = 0;
@@ -382,7 +383,9 @@ class Explorer {
     Thread& t = me();
     if (t.record == nullptr) {
       Record* r = records[cur];
+      rebuilding = true;  // the last execution's record: not this one's object
       r->~Record();
+      rebuilding = false;
       new (r) Record();
       r->owner_id = reinterpret_cast<std::uintptr_t>(r) >> internal::kOwnerIdShift;
       r->tid = static_cast<std::uint32_t>(cur);
@@ -394,7 +397,8 @@ class Explorer {
 
   // An access to an atomic object its initialisation does not happen
   // before.
-  void check_init(const Location& l, const char* what) {
+  void check_init(Location& l, const char* what) {
+    l.accessed(cur, me().clk.c[cur]);
     if (l.dead())
       fail_now(std::string("use after free: T") + std::to_string(cur) + " " + what + " " +
                loc_name(l.addr()) + " after the object was destroyed");
@@ -990,6 +994,19 @@ int op_futex_wait(Location& l, std::uint32_t expected, std::int64_t deadline_ns)
 }
 void op_futex_wake(Location& l, int n) { ex().futex_wake(l, n); }
 void op_spin_hint(bool yield) { ex().spin_hint(yield); }
+
+void op_destroy(Location& l) {
+  Explorer* e = Explorer::g_explorer;
+  if (e != nullptr && e->active && !e->reporting && !e->rebuilding) {
+    const VClock& c = e->me().clk;
+    for (int u = 0; u < e->nthreads; ++u)
+      if (u != e->cur && l.last_access(u) > c.c[u])
+        e->fail_now("data race: T" + std::to_string(e->cur) + " destroys " + e->loc_name(l.addr()) +
+                    " while an access to it by T" + std::to_string(u) +
+                    " does not happen before the destruction");
+  }
+  l.retire();
+}
 std::int64_t now_ns() { return Explorer::g_explorer ? ex().now : 0; }
 void* current_record() { return ex().record_of_current(); }
 unsigned max_spinners() { return ex().opts.max_spinners; }

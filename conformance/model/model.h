@@ -57,10 +57,11 @@
 //    stores that executed after it. The thread's release operations,
 //    seq_cst fences, futex calls and its RMWs on the same location drain
 //    its buffer first; so does its end.
-//  - Initialising an atomic is a plain write: an access that the
-//    initialisation does not happen before (an object published without
-//    release/acquire) is a data race; so is an access after the object's
-//    destructor ran (a use after free).
+//  - Initialising and destroying an atomic are plain writes: an access
+//    that the initialisation does not happen before (an object published
+//    without release/acquire) is a data race, so is a destruction that an
+//    earlier access by another thread does not happen before, and an access
+//    after the destructor ran is a use after free.
 // Known gaps (it under-approximates; it never reports an execution that
 // C++ with Linux's futex ordering forbids): a store never enters mo before
 // a store that is already there except through the buffer above, so load
@@ -161,6 +162,9 @@ class Location {
   // The object was destroyed; any later access is a use after free.
   bool dead() const { return dead_; }
   void retire() { dead_ = true; }
+  // Each thread's clock at its latest access (0: never accessed).
+  std::uint32_t last_access(int tid) const { return last_[tid]; }
+  void accessed(int tid, std::uint32_t epoch) { last_[tid] = epoch; }
   std::uint64_t mask() const { return size_ >= 8 ? ~0ull : (1ull << (8 * size_)) - 1; }
 
  private:
@@ -169,6 +173,7 @@ class Location {
   std::uint8_t init_tid_ = 0;
   std::uint32_t init_epoch_ = 0;
   bool dead_ = false;
+  std::uint32_t last_[kMaxThreads] = {};
   std::uint64_t n_ = 0;
   StoreRec hist_[kHistory];
 };
@@ -186,6 +191,9 @@ void op_fence(std::memory_order mo);
 int op_futex_wait(Location& l, std::uint32_t expected, std::int64_t deadline_ns);
 void op_futex_wake(Location& l, int n);
 void op_spin_hint(bool yield);
+// The destructor of an atomic: a plain write, so every earlier access by
+// another thread must happen before it; later accesses are uses after free.
+void op_destroy(Location& l);
 std::int64_t now_ns();
 void* current_record();
 unsigned max_spinners();
@@ -217,7 +225,7 @@ class Atomic {
   Atomic(T v) : loc_(this, sizeof(T), bits(v)) {}  // NOLINT: as std::atomic
   Atomic(const Atomic&) = delete;
   Atomic& operator=(const Atomic&) = delete;
-  ~Atomic() { loc_.retire(); }
+  ~Atomic() { op_destroy(loc_); }
 
   T load(std::memory_order mo = std::memory_order_seq_cst) const {
     return value(op_load(loc_, mo));
