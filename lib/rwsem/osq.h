@@ -111,8 +111,7 @@ class SpinQueue {
   // `node` is the one the caller's successful lock() joined with.
   void unlock(OsqNode& node) {
     OsqNode* expect = &node;
-    // release pairs with the acq_rel exchange of tail_ in lock() by the next
-    // spinner that finds the queue empty: our spinning is over before its.
+    // release: our spinning is over before the next spinner starts.
     if (tail_.compare_exchange_strong(expect, nullptr,
                                       fault::order(fault::kOsqUnlockRelaxed,
                                                    std::memory_order_release),
