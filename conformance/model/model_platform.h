@@ -30,6 +30,9 @@ struct ModelPlatform {
   static std::int64_t now_ns() { return mc::now_ns(); }
   static std::int64_t handoff_now_ns() { return mc::now_ns(); }
   static void cpu_relax() { op_spin_hint(false); }
+  // One scheduling point however long the back-off: the interleavings a
+  // longer pause allows are the same, only less likely natively.
+  static void pause(unsigned) { op_spin_hint(false); }
   static void yield() { op_spin_hint(true); }
   // The scheduler explores the windows perturbation widens natively.
   static void perturb() {}

@@ -408,6 +408,8 @@ TYPED_TEST(Model, WakePath) {
       } else {
         EXPECT_GT(cov.event(LockEvent::wake_reader), 0u) << cov.text();
         EXPECT_GT(cov.event(LockEvent::wake_writer), 0u) << cov.text();
+        // A reader stole a free lock past queued waiters (read_slowpath()).
+        EXPECT_GT(cov.event(LockEvent::rlock_steal), 0u) << cov.text();
       }
     }
   }

@@ -14,6 +14,7 @@
 #define RWSEM_LOCK_EVENT_LIST(X)                                          \
   X(rlock, "read locks acquired in the slow path")                        \
   X(rlock_fast, "slow-path read locks acquired without sleeping")         \
+  X(rlock_steal, "read locks stolen from a free lock with waiters queued") \
   X(rlock_fail, "read lock attempts that timed out")                      \
   X(rlock_handoff, "read lock handoffs started")                          \
   X(wlock, "write locks acquired in the slow path")                       \

@@ -128,6 +128,7 @@
 #include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
+#include "lib/rwsem/internal/spin_wait.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
 #include "lib/rwsem/internal/waiter.h"
@@ -747,7 +748,8 @@ class BasicRwSemaphore {
 
   // rwsem_spin_on_owner(): spins while the same writer holds the lock and
   // runs; then says what the lock looks like now.
-  OwnerState spin_on_owner(std::int64_t budget_end, bool rt) const {
+  OwnerState spin_on_owner(std::int64_t budget_end, bool rt,
+                           internal::Backoff<Platform>& backoff) const {
     Word c = count_.load(kOwnerLoadOrder);
     if (B::is_write_locked(c)) {
       const std::uint64_t id = owner_of(c);
@@ -762,7 +764,7 @@ class BasicRwSemaphore {
           return kOwnerNonSpinnable;
         if ((i & 15) == 0 && Platform::now_ns() > budget_end)
           return kOwnerNonSpinnable;
-        Platform::cpu_relax();
+        backoff.pause();
         c = count_.load(kOwnerLoadOrder);
         if (!B::is_write_locked(c) || owner_of(c) != id) break;
       }
@@ -829,8 +831,9 @@ class BasicRwSemaphore {
     unsigned spins = 0;  // all iterations; the clock is read every 16th
     std::int64_t reader_deadline = 0;
     bool taken = false;
+    internal::Backoff<Platform> backoff;
     for (;;) {
-      const OwnerState state = spin_on_owner(budget_end, rt);
+      const OwnerState state = spin_on_owner(budget_end, rt, backoff);
       if (!(state & kOwnerSpinnable)) break;
       taken = wlock ? try_write_lock_unqueued(w) : try_read_lock_spinning();
       if (taken) break;
@@ -857,7 +860,7 @@ class BasicRwSemaphore {
         if (rt && prev != kOwnerWriter) break;
       }
       prev = state;
-      Platform::cpu_relax();
+      backoff.pause();
     }
     osq_.unlock(Platform::current_thread().osq);
     if (taken) {
@@ -870,9 +873,32 @@ class BasicRwSemaphore {
 
   // ---- slow paths ------------------------------------------------------------
 
+  // A reader that got the lock outside the queue (by spinning or stealing)
+  // opportunistically lets queued readers join it; an unlock would
+  // otherwise wake them later. Caller holds a read lock.
+  void wake_readers_behind_us() {
+    if (B::has_waiters(count_.load(std::memory_order_relaxed)) && wait_lock_.try_lock()) {
+      WakeList wakes;
+      if (!queue_.empty()) mark_wake(WakeType::kReadOwned, wakes);
+      wait_lock_.unlock();
+    }
+  }
+
   // down_read() failed: `c` is what its fetch_add returned; its bias is
   // still in the count.
   [[gnu::noinline]] bool read_slowpath(Word c, std::int64_t deadline) {
+    // Reader lock stealing ("locking/rwsem: Enable reader optimistic lock
+    // stealing", 5.11): the fast path failed only because waiters are
+    // queued, and nobody holds the lock. Our bias is already in the count,
+    // so we hold the read lock now; reader_may_join() is the rule for when
+    // keeping it is a bounded steal. Without this, a reader that finds
+    // WAITERS set may only enter through the queue while writers steal
+    // freely, and readers starve under a writer stream.
+    if (reader_may_join(c) && !B::is_locked(c)) {
+      RWSEM_EVENT_INC(rlock_steal);
+      wake_readers_behind_us();
+      return true;
+    }
     // Back the bias out before queueing, so that it blocks no writer while
     // we wait for the wait lock ("Stop active read lock ASAP"; patch 10 for READFAIL).
     backout_reader_bias();
@@ -883,13 +909,7 @@ class BasicRwSemaphore {
     // Spin on a writer owner (patch 7), unless there are too many readers.
     if (!B::is_read_fail(c) && spinning_enabled() && can_spin_on_owner() &&
         optimistic_spin(0, deadline)) {
-      // Opportunistically let queued readers join us; an unlock would
-      // otherwise wake them later.
-      if (B::has_waiters(count_.load(std::memory_order_relaxed)) && wait_lock_.try_lock()) {
-        WakeList wakes;
-        if (!queue_.empty()) mark_wake(WakeType::kReadOwned, wakes);
-        wait_lock_.unlock();
-      }
+      wake_readers_behind_us();
       return true;
     }
 

@@ -17,6 +17,8 @@
 //   now_ns()                           the clock of futex deadlines
 //   handoff_now_ns()                   the clock of handoff decisions
 //   cpu_relax()                        spin-wait hint
+//   pause(n)                           n spin-wait hints: one back-off step
+//                                      (a model runs it as one hint)
 //   yield()                            give up the time slice
 //   perturb()                          schedule noise at protocol boundaries
 //                                      (corpus builds only)
@@ -79,6 +81,9 @@ struct NativePlatform {
   static std::int64_t handoff_now_ns() { return handoff_clock_now(); }
 
   static void cpu_relax() { arch::cpu_relax(); }
+  static void pause(unsigned n) {
+    for (unsigned i = 0; i < n; ++i) arch::cpu_relax();
+  }
   static void yield() { sched_yield(); }
   static void perturb() { internal::perturb(); }
 
