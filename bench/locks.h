@@ -22,8 +22,9 @@
 // Exclusive-only locks (a T without lock_shared, e.g. rwsem::Mutex) are
 // detected automatically and marked kExclusiveOnly. The harness then
 //   - runs their "readers" through the writer path in the mixed scenarios
-//     (1 mixed, 5 mostly readers): a mutex is a real alternative to an rwlock
-//     for those workloads, and its numbers stay comparable;
+//     (1 mixed, 5 mostly readers, 7 mixed with think time): a mutex is a
+//     real alternative to an rwlock for those workloads, and its numbers
+//     stay comparable;
 //   - skips the reader-only scenario (3) and the uncontended read latency
 //     (6 read), where the entry would only repeat the writer numbers. Tables
 //     print "excl" there.
