@@ -34,8 +34,9 @@
 //
 // Handoff (rwsem series patch 2 and the handoff commit)
 // -------------------------------------
-// Writers may steal a free lock from queued waiters, which makes the lock
-// fast but unfair. A first waiter that has waited longer than the handoff
+// Writers, and readers whose fast path failed only on WAITERS (reader lock
+// stealing, read_slowpath()), may take a free lock past queued waiters,
+// which makes the lock fast but unfair. A first waiter that has waited longer than the handoff
 // timeout sets HANDOFF: fast paths and stealing then fail until that waiter
 // has the lock. A writer sets it in try_write_lock() (at once if it is a
 // real-time thread); a reader's waker sets it when it finds the lock stolen
