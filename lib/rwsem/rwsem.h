@@ -888,13 +888,12 @@ class BasicRwSemaphore {
   // down_read() failed: `c` is what its fetch_add returned; its bias is
   // still in the count.
   [[gnu::noinline]] bool read_slowpath(Word c, std::int64_t deadline) {
-    // Reader lock stealing ("locking/rwsem: Enable reader optimistic lock
-    // stealing", 5.11): the fast path failed only because waiters are
-    // queued, and nobody holds the lock. Our bias is already in the count,
-    // so we hold the read lock now; reader_may_join() is the rule for when
-    // keeping it is a bounded steal. Without this, a reader that finds
-    // WAITERS set may only enter through the queue while writers steal
-    // freely, and readers starve under a writer stream.
+    // Reader lock stealing (LINEAGE.md): the fast path failed only because
+    // waiters are queued, and nobody holds the lock. Our bias is already in
+    // the count, so we hold the read lock now; reader_may_join() is the rule
+    // for when keeping it is a bounded steal (HANDOFF ends it). Without this,
+    // a reader that finds WAITERS set may only enter through the queue while
+    // writers steal freely, and readers starve under a writer stream.
     if (reader_may_join(c) && !B::is_locked(c)) {
       RWSEM_EVENT_INC(rlock_steal);
       wake_readers_behind_us();

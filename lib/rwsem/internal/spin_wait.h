@@ -43,9 +43,9 @@ class SpinWait {
 // line move between the cores on every acquisition. Measured on 2 cores
 // (one pause ~9.4 ns there), balanced ops/s of the mixed benchmark at 2
 // threads / writers-only at 4, median of 3 one-second runs: one pause per
-// poll 8.8 M / 11.5 M; cap 32: similar; cap 256: 19.5 M / 16.0 M; cap 1024:
-// 21.7 M / 17.0 M. 256 (about 2.4 us per poll here) keeps most of the gain
-// while a release is still seen within a few microseconds.
+// poll 7.6 M / 9.2 M; cap 32: 8.8 M / 11.5 M; cap 256: 19.5 M / 16.0 M; cap
+// 1024: 21.7 M / 17.0 M. 256 (about 2.4 us per poll here) keeps most of the
+// gain while a release is still seen within a few microseconds.
 template <class P>
 class Backoff {
  public:
