@@ -111,7 +111,9 @@ class SpinQueue {
   // `node` is the one the caller's successful lock() joined with.
   void unlock(OsqNode& node) {
     OsqNode* expect = &node;
-    // release: our spinning is over before the next spinner starts.
+    // release: our spinning is over before the next spinner starts; pairs
+    // with the acq_rel exchange of tail_ in lock() by the next spinner that
+    // finds the queue empty.
     if (tail_.compare_exchange_strong(expect, nullptr,
                                       fault::order(fault::kOsqUnlockRelaxed,
                                                    std::memory_order_release),
