@@ -36,9 +36,9 @@
 // -------------------------------------
 // Writers, and readers whose fast path failed only on WAITERS (reader lock
 // stealing, read_slowpath()), may take a free lock past queued waiters,
-// which makes the lock fast but unfair. A first waiter that has waited longer than the handoff
-// timeout sets HANDOFF: fast paths and stealing then fail until that waiter
-// has the lock. A writer sets it in try_write_lock() (at once if it is a
+// which makes the lock fast but unfair. A first waiter that has waited
+// longer than the handoff timeout sets HANDOFF: fast paths and stealing then
+// fail until that waiter has the lock. A writer sets it in try_write_lock() (at once if it is a
 // real-time thread); a reader's waker sets it when it finds the lock stolen
 // by a writer.
 //

@@ -53,7 +53,6 @@ class Backoff {
     P::pause(pauses_);
     if (pauses_ < kMaxPauses) pauses_ <<= 1;
   }
-  void reset() { pauses_ = 1; }
 
  private:
   static constexpr unsigned kMaxPauses = 256;
