@@ -878,6 +878,7 @@ class BasicRwSemaphore {
   // opportunistically lets queued readers join it; an unlock would
   // otherwise wake them later. Caller holds a read lock.
   void wake_readers_behind_us() {
+    // relaxed: a hint; mark_wake() decides under the wait lock.
     if (B::has_waiters(count_.load(std::memory_order_relaxed)) && wait_lock_.try_lock()) {
       WakeList wakes;
       if (!queue_.empty()) mark_wake(WakeType::kReadOwned, wakes);
@@ -890,10 +891,12 @@ class BasicRwSemaphore {
   [[gnu::noinline]] bool read_slowpath(Word c, std::int64_t deadline) {
     // Reader lock stealing (LINEAGE.md): the fast path failed only because
     // waiters are queued, and nobody holds the lock. Our bias is already in
-    // the count, so we hold the read lock now; reader_may_join() is the rule
-    // for when keeping it is a bounded steal (HANDOFF ends it). Without this,
-    // a reader that finds WAITERS set may only enter through the queue while
-    // writers steal freely, and readers starve under a writer stream.
+    // the count, added by the fast path's acquire fetch_add (which pairs with
+    // the release of the unlock that freed the lock), so we hold the read
+    // lock now; reader_may_join() is the rule for when keeping it is a
+    // bounded steal (HANDOFF ends it). Without this, a reader that finds
+    // WAITERS set may only enter through the queue while writers steal
+    // freely, and readers starve under a writer stream.
     if (reader_may_join(c) && !B::is_locked(c)) {
       RWSEM_EVENT_INC(rlock_steal);
       wake_readers_behind_us();

@@ -1,4 +1,6 @@
-// The back-off of a spin-wait that has no one to park on.
+// Two back-offs for spin loops: SpinWait, for a spin-wait that has no one to
+// park on (the queued rwlock), and Backoff, for a spinner that polls a line
+// another core writes (the rwsem's optimistic spinning).
 //
 // The queued rwlock is a spinning lock: its waiters never sleep in the
 // kernel. In the kernel that is fine, because a spinner runs with preemption
@@ -45,7 +47,10 @@ class SpinWait {
 // threads / writers-only at 4, median of 3 one-second runs: one pause per
 // poll 7.6 M / 9.2 M; cap 32: 8.8 M / 11.5 M; cap 256: 19.5 M / 16.0 M; cap
 // 1024: 21.7 M / 17.0 M. 256 (about 2.4 us per poll here) keeps most of the
-// gain while a release is still seen within a few microseconds.
+// gain while a release is still seen within a few microseconds. The spinner
+// reads the clock every 16th poll, so at the cap its budget and its caller's
+// deadline are checked about every 40 us here: a spin may overrun either by
+// that much.
 template <class P>
 class Backoff {
  public:
