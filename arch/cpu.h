@@ -1,9 +1,13 @@
-// arch/cpu.h: the per-ISA facts the lock depends on, declared in one place.
+// arch/cpu.h: the per-ISA code the lock depends on, and nothing else.
 //
-// Porting to a new ISA starts here: add one block below with the target's
-// name, expected data model, byte order and cache-line size, and its
-// cpu_relax() hint. //conformance:arch_probe_test checks every claim made
-// here against what the compiler actually produced, on every target.
+// A target's facts (name, word size, byte order, ELF machine, whether 64-bit
+// atomics are lock-free) are stated once, in the table of targets
+// (toolchains/targets.bzl). This header derives what the code needs from
+// the compiler, and holds only what an ISA truly needs code for: its
+// spin-wait hint and, where it is not 64 bytes, its cache-line size. A new
+// ISA that has neither needs no entry here (PORTING.md).
+// //conformance:arch_probe_test checks the compiler's output against the
+// table on every target.
 #ifndef RWSEM_ARCH_CPU_H_
 #define RWSEM_ARCH_CPU_H_
 
@@ -12,41 +16,55 @@
 namespace rwsem {
 namespace arch {
 
-struct TargetInfo {
-  const char* name;          // the Bazel --config name of the target
-  int long_bits;             // sizeof(long) * 8 the ABI promises
-  int pointer_bits;          // sizeof(void*) * 8 the ABI promises
-  bool big_endian;           // byte order of the ABI
-  std::size_t cache_line;    // bytes; used to pad hot lock words
-  bool needs_lockfree_64;    // a 64-bit count layout is this target's default
-};
-
-#if defined(__x86_64__)
-inline constexpr TargetInfo kTarget{"x86_64", 64, 64, false, 64, true};
-#elif defined(__aarch64__)
-inline constexpr TargetInfo kTarget{"aarch64", 64, 64, false, 64, true};
-#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__)
-inline constexpr TargetInfo kTarget{"ppc64le", 64, 64, false, 128, true};
-#elif defined(__powerpc64__)
-inline constexpr TargetInfo kTarget{"ppc64", 64, 64, true, 128, true};
-#elif defined(__powerpc__)
-inline constexpr TargetInfo kTarget{"ppc", 32, 32, true, 32, false};
-#elif defined(__i386__)
-inline constexpr TargetInfo kTarget{"i386", 32, 32, false, 64, false};
-#elif defined(__arm__)
-inline constexpr TargetInfo kTarget{"armv7", 32, 32, false, 64, false};
-#elif defined(__s390x__)
-inline constexpr TargetInfo kTarget{"s390x", 64, 64, true, 256, true};
-#elif defined(__riscv) && __riscv_xlen == 64
-inline constexpr TargetInfo kTarget{"riscv64", 64, 64, false, 64, true};
-#else
-#error "rwsem: unknown ISA. Add a TargetInfo block and a cpu_relax() to arch/cpu.h."
+#if !defined(__BYTE_ORDER__) || \
+    (__BYTE_ORDER__ != __ORDER_BIG_ENDIAN__ && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+#error "rwsem: the compiler must define __BYTE_ORDER__ as big or little endian"
 #endif
 
-inline constexpr std::size_t kCacheLineSize = kTarget.cache_line;
+struct TargetInfo {
+  const char* name;          // the row of the table this build is for
+  int long_bits;             // sizeof(long) * 8
+  int pointer_bits;          // sizeof(void*) * 8
+  bool big_endian;           // __BYTE_ORDER__
+  std::size_t cache_line;    // bytes; used to pad hot lock words
+};
+
+// The rwsem toolchains define RWSEM_TARGET_NAME to the table's name of the
+// target (toolchains/toolchains.bzl); other builds of the library work too,
+// and say so in messages.
+// RWSEM_ARCH_NAME is the same name as a string literal, for static_assert
+// messages.
+#ifdef RWSEM_TARGET_NAME
+#define RWSEM_ARCH_NAME RWSEM_TARGET_NAME
+inline constexpr const char* kTargetName = RWSEM_TARGET_NAME;
+#else
+#define RWSEM_ARCH_NAME "this target"
+inline constexpr const char* kTargetName = "(built outside the rwsem toolchains)";
+#endif
+
+// Coherence granule the hot lock words are padded to. Larger than 64 bytes
+// on POWER (128) and z (256): sharing a line there costs as much as on any
+// other ISA, only the line is bigger. 64 everywhere else, including where
+// it is an over-estimate (32-bit PowerPC cores have 32-byte lines; padding
+// more costs memory, never correctness).
+#if defined(__powerpc64__)
+inline constexpr std::size_t kCacheLineSize = 128;
+#elif defined(__s390x__)
+inline constexpr std::size_t kCacheLineSize = 256;
+#elif defined(__powerpc__)
+inline constexpr std::size_t kCacheLineSize = 32;
+#else
+inline constexpr std::size_t kCacheLineSize = 64;
+#endif
+
+inline constexpr TargetInfo kTarget{
+    kTargetName, static_cast<int>(sizeof(long) * 8), static_cast<int>(sizeof(void*) * 8),
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__, kCacheLineSize};
 
 // A hint to the core that the caller is in a spin-wait loop. It saves power
-// and, on SMT cores, yields pipeline resources to the sibling thread.
+// and, on SMT cores, yields pipeline resources to the sibling thread. An ISA
+// without such a hint gets a compiler barrier: the loop still re-reads
+// memory each time round.
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

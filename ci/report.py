@@ -36,10 +36,8 @@ import xml.etree.ElementTree as ET
 COMMON = "common"
 STATUS_ORDER = {"FAIL": 0, "PASS": 1, "NOTRUN": 2}
 SANITIZERS = ["none", "tsan", "asan", "ubsan"]
-# Emulator per target, only to record its version in the report.
-QEMU = {"aarch64": "qemu-aarch64", "ppc64le": "qemu-ppc64le", "ppc64": "qemu-ppc64",
-        "ppc": "qemu-ppc", "i386": "qemu-i386", "armv7": "qemu-arm",
-        "s390x": "qemu-s390x", "riscv64": "qemu-riscv64"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "toolchains"))
+import targets as target_table  # noqa: E402  (the table of targets)
 STATE_RE = re.compile(r"readers=|writer=|WATCHDOG|HANG:|lock rwsem|^\s*lock |waiters|handoff|"
                       r"seed[:=]|ThreadGroup:|ThreadSanitizer|AddressSanitizer|runtime error|"
                       r"Failure$|Expected|Which is|Value of|Actual|uncaught target signal|Aborted")
@@ -439,8 +437,10 @@ def environment(targets):
              "bazel": bazel_version(),
              "python": platform.python_version()}
     for t in targets:
-        if t in QEMU:
-            tools[QEMU[t]] = run_first_line([QEMU[t], "--version"])
+        # Emulator per target, only to record its version in the report.
+        qemu = target_table.TARGETS[t].qemu if t in target_table.TARGETS else None
+        if qemu:
+            tools[qemu] = run_first_line([qemu, "--version"])
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], stdout=subprocess.PIPE,
                                 universal_newlines=True).stdout.strip()
@@ -528,7 +528,9 @@ def report(a):
     meta = dict(env, profile=a.profile, stress_scale=a.scale, wall_seconds=a.wall,
                 layout_filter=a.layout or None, overall=overall, cells_planned=len(planned),
                 cells_run=len(cells), cells_failed=len(failed), cells_missing=missing,
-                layouts=layouts, command=a.command)
+                layouts=layouts, command=a.command,
+                targets_without_lockfree64=[t for t in targets if t in target_table.TARGETS
+                                            and not target_table.TARGETS[t].lockfree64])
 
     # ---- report.json: per cell, and flat per (cell, layout) records
     records = []
@@ -569,6 +571,11 @@ def report(a):
                                             c["seconds"], lay))
         md.append("| " + " | ".join(row) + " |")
     md.append("")
+    partial = [t for t in targets if t in target_table.TARGETS and not target_table.TARGETS[t].lockfree64]
+    if partial:
+        md += ["Partial targets (toolchains/targets.bzl, `lockfree64 = False`): %s. They have no "
+               "lock-free 64-bit atomics, so the 64-bit count layouts refuse to compile there "
+               "and show as not run; the rest of the corpus runs." % ", ".join(partial), ""]
     if missing:
         md += ["Not run (interrupted or not reached): " + ", ".join(missing), ""]
     if failed:

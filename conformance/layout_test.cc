@@ -141,12 +141,13 @@ TYPED_TEST(Layout, OwnerIdRoundTrips) {
 
 TEST(LockSize, FitsTheBudget) {
   const std::size_t budget = sizeof(void*) == 8 ? 40 : 24;
-  std::printf("  target %s: sizeof(RwSemaphore)=%zu (default layout %s); generic64=%zu "
-              "generic32=%zu merged=%zu\n",
-              rwsem::arch::kTarget.name, sizeof(rwsem::RwSemaphore),
-              rwsem::DefaultLayout::kName, sizeof(rwsem::BasicRwSemaphore<rwsem::Generic64Layout>),
-              sizeof(rwsem::BasicRwSemaphore<rwsem::Generic32Layout>),
-              sizeof(rwsem::BasicRwSemaphore<rwsem::MergedOwnerLayout>));
+  std::printf("  target %s: sizeof(RwSemaphore)=%zu (default layout %s);",
+              rwsem::arch::kTarget.name, sizeof(rwsem::RwSemaphore), rwsem::DefaultLayout::kName);
+  ForEachType<AllLayouts>([](auto tag) {
+    using L = typename decltype(tag)::type;
+    std::printf(" %s=%zu", L::kName, sizeof(rwsem::BasicRwSemaphore<L>));
+  });
+  std::printf("\n");
   EXPECT_LE(sizeof(rwsem::RwSemaphore), budget) << "on " << rwsem::arch::kTarget.name;
 }
 

@@ -68,10 +68,9 @@ std::string events_str(const rwsem::LockEventSnapshot& d) {
 // ran again, i.e. W busy-waited for N (under RT throttling for ~950 ms of
 // every second; without throttling, forever; the test then demotes W to
 // SCHED_OTHER to get out and fails).
-using RtLocks = ::testing::Types<rwsem::BasicRwSemaphore<rwsem::Generic64Layout>,
-                                 rwsem::BasicRwSemaphore<rwsem::Generic32Layout>,
-                                 rwsem::BasicRwSemaphore<rwsem::MergedOwnerLayout>,
-                                 rwsem::Mutex>;
+using RtLocks = Keep<BuildsHere, rwsem::BasicRwSemaphore<rwsem::Generic64Layout>,
+                    rwsem::BasicRwSemaphore<rwsem::Generic32Layout>,
+                    rwsem::BasicRwSemaphore<rwsem::MergedOwnerLayout>, rwsem::Mutex>;
 
 template <class T>
 bool one_waiter_queued(T& sem) {

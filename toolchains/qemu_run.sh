@@ -4,11 +4,12 @@
 #   toolchains/qemu_run.sh <program> [args...]
 #
 # .bazelrc passes every cross test through here (--run_under). The target is
-# read from the program's own ELF header (class, byte order, e_machine), so a
+# read from the program's own ELF header (class, byte order, e_machine) and
+# looked up in the table of targets (toolchains/targets.py runner), so a
 # wrong --config can never pick the wrong emulator, and host programs
 # (x86-64 binaries, shell scripts) simply run directly.
 #
-# Per-target fixes, all measured on Debian 12 / qemu-user 7.2:
+# What every guest needs, all measured on Debian 12 / qemu-user 7.2:
 #  - `setarch x86_64 -R`: without it ThreadSanitizer under QEMU tries to
 #    re-exec itself with ASLR off and fails ("execve failed, errno 8").
 #  - LD_LIBRARY_PATH=/usr/<triple>/lib in the guest: otherwise the guest
@@ -17,13 +18,12 @@
 #    the multiarch libc6:arm64/armhf that libclang-rt-19-dev:<arch> pulls
 #    in). ld.so from the sysroot with a libc of another build crashes in
 #    pthread_create (armhf), spins forever under TSan (arm64) or hangs (i386).
-#  - ASan: LeakSanitizer cannot run under QEMU, so detect_leaks=0. On armv7
-#    the malloc-time unwinder fails a CHECK under qemu-arm, so
-#    malloc_context_size=0 (reports then lack the allocation stack).
+#  - ASAN_OPTIONS: the table's per-target additions (LeakSanitizer cannot
+#    run under QEMU, so detect_leaks=0 everywhere).
 #  - RWSEM_UNDER_QEMU=<qemu binary> in the guest: binfmt_misc is not
 #    available, so a guest cannot execve() another guest binary (gtest's
 #    "threadsafe" death tests re-exec the test and get "Exec format error").
-#    Tests can check this variable and use the "fast" (fork-only) style.
+#    Tests check this variable and use the "fast" (fork-only) style.
 set -euo pipefail
 
 die() { echo "qemu_run: $*" >&2; exit 127; }
@@ -32,49 +32,25 @@ die() { echo "qemu_run: $*" >&2; exit 127; }
 prog="$1"
 [[ -f "$prog" ]] || die "no such program: $prog"
 
-# Reads the ELF identification: class (1=32-bit, 2=64-bit), data (1=LE, 2=BE)
-# and e_machine (16 bits at offset 18, in the file's byte order).
-read -r m0 m1 m2 m3 class data < <(od -An -tu1 -N6 -- "$prog" 2>/dev/null || true)
-if [[ "${m0:-}${m1:-}${m2:-}${m3:-}" != "127697670" ]]; then
-  exec "$@"   # not ELF (e.g. an sh_test script): a host program
-fi
-read -r e0 e1 < <(od -An -tu1 -j18 -N2 -- "$prog")
-if [[ "$data" == 2 ]]; then machine=$((e0 * 256 + e1)); else machine=$((e1 * 256 + e0)); fi
+# The table sits beside this script: in the source tree, or in the runfiles
+# of //toolchains:qemu_run when Bazel runs it.
+here="${BASH_SOURCE[0]%/*}"
+table=""
+for d in "$here" "$0.runfiles/__main__/toolchains" "${RUNFILES_DIR:-/nonexistent}/__main__/toolchains"; do
+  [[ -f "$d/targets.py" ]] && { table="$d/targets.py"; break; }
+done
+[[ -n "$table" ]] || die "cannot find targets.py beside $0"
+command -v python3 >/dev/null || die "python3 not found: install the Debian package python3 (ci/setup does)"
 
-qemu="" triple="" asan_extra=""
-case "$machine:$class:$data" in
-  62:2:1) exec "$@" ;;                                        # x86_64: native
-  183:2:1) qemu=qemu-aarch64 triple=aarch64-linux-gnu ;;
-  21:2:1) qemu=qemu-ppc64le triple=powerpc64le-linux-gnu ;;
-  21:2:2) qemu=qemu-ppc64 triple=powerpc64-linux-gnu ;;
-  20:1:2) qemu=qemu-ppc triple=powerpc-linux-gnu ;;
-  3:1:1) qemu=qemu-i386 triple=i686-linux-gnu ;;
-  40:1:1) qemu=qemu-arm triple=arm-linux-gnueabihf
-          asan_extra=":malloc_context_size=0" ;;
-  22:2:2) qemu=qemu-s390x triple=s390x-linux-gnu ;;
-  243:2:1) qemu=qemu-riscv64 triple=riscv64-linux-gnu ;;
-  *) die "$prog: unsupported ELF machine=$machine class=$class data=$data" ;;
-esac
-
-# Debian package that provides the sysroot's libc for each triple.
-declare -A libc_pkg=(
-  [aarch64-linux-gnu]=libc6-arm64-cross
-  [powerpc64le-linux-gnu]=libc6-ppc64el-cross
-  [powerpc64-linux-gnu]=libc6-ppc64-cross
-  [powerpc-linux-gnu]=libc6-powerpc-cross
-  [i686-linux-gnu]=libc6-i386-cross
-  [arm-linux-gnueabihf]=libc6-armhf-cross
-  [s390x-linux-gnu]=libc6-s390x-cross
-  [riscv64-linux-gnu]=libc6-riscv64-cross
-)
+read -r kind qemu sysroot asan_opts < <(python3 "$table" runner "$prog") || die "cannot classify $prog"
+[[ "$kind" == native ]] && exec "$@"
 
 qemu_bin="$(command -v "$qemu" || true)"
 [[ -n "$qemu_bin" ]] || die "$qemu not found: install the Debian package qemu-user (ci/setup does)"
-sysroot="/usr/$triple"
-[[ -d "$sysroot/lib" ]] || die "sysroot $sysroot missing: install the Debian package ${libc_pkg[$triple]} (ci/setup does)"
+[[ -d "$sysroot/lib" ]] || die "sysroot $sysroot missing: run ci/setup (it installs the cross libc of every target)"
 command -v setarch >/dev/null || die "setarch not found: install the Debian package util-linux"
 
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0$asan_extra"
+[[ "$asan_opts" == - ]] || export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}$asan_opts"
 
 shift
 exec setarch x86_64 -R "$qemu_bin" -L "$sysroot" \

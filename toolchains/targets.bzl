@@ -1,97 +1,232 @@
-"""The one table of rwsem targets: Bazel --config name -> clang triple and ISA facts.
+"""The table of rwsem targets. Adding a target is one row here.
 
-Everything per-target in toolchains/ (cc_toolchain, platform, toolchain
-registration) is generated from RWSEM_TARGETS by rwsem_toolchains() in
-toolchains/toolchains.bzl. The keys match kTarget.name in arch/cpu.h and the
---config names in .bazelrc.
+Every consumer reads this table; nothing else names a target's facts:
+  - Bazel: toolchains/toolchains.bzl turns each row into a cc_toolchain, a
+    toolchain and a platform.
+  - Everything outside Bazel goes through toolchains/targets.py, which loads
+    this file (it is valid Python as well as Starlark) and derives the rest:
+    the --config blocks in toolchains/targets.bazelrc (generated, checked by
+    ci/test), the QEMU runner's choice of emulator and sysroot, ci/setup's
+    packages, the ci/test and ci/qualify matrices, ci/faults' flags, the
+    report's emulator versions and the README's target table.
 
-Fields:
-  triple:     clang --target triple; Debian's cross sysroot is /usr/<triple>.
-  cpu:        constraint_value label for the platform's cpu.
-  qemu:       qemu-user binary name, None for the host.
-  link_libs:  extra libraries at the end of every link line. The 32-bit
-              targets without native 64-bit atomics need -latomic for
-              std::atomic<uint64_t>.
-  linker:     -fuse-ld value. lld everywhere except ppc64 (big-endian, ELFv1
-              ABI), where lld 19 fails on gtest's COMDAT groups ("relocation
-              refers to a discarded section"); GNU ld from
-              binutils-powerpc64-linux-gnu links it.
-  link_flags: extra link flags. ppc: lld-linked 32-bit PowerPC PIE
-              executables crash at start-up under qemu-ppc (SIGSEGV before
-              main), non-PIE ones work, so ppc links -no-pie.
+Stated per row (everything else is derived, see targets.py):
+  triple:      clang --target triple. Debian's cross sysroot is /usr/<triple>.
+  debian_arch: Debian's name of the architecture, for the cross packages
+               libc6-dev-<debian_arch>-cross and libstdc++-12-dev-<...>-cross.
+  cpu:         constraint_value label for the platform's cpu.
+  qemu:        qemu-user binary, None for the host.
+  elf_machine: e_machine of the target's executables (<elf.h> EM_*). The
+               runner picks the emulator by it, and the arch probe checks the
+               test binary's own header against it.
+  bits:        pointer and long width of the ABI (LP64 or ILP32).
+  big_endian:  byte order of the ABI.
+  lockfree64:  std::atomic<uint64_t> is always lock-free. Where it is not,
+               the 64-bit count layouts refuse to compile (see rwsem.h) and
+               the corpus runs the 32-bit layouts only.
+  linker:      -fuse-ld value: "lld", or "bfd" (GNU ld from the package in
+               extra_packages) where lld fails.
+  link_flags:  extra link flags.
+  static_tests: link test binaries without shared libraries of this
+               workspace (--dynamic_mode=off), for targets whose loader
+               crashes on lld-linked shared objects under QEMU.
+  sanitizers:  which sanitizer configs run here, and where: "test" (ci/test
+               and ci/qualify) or "qualify" (ci/qualify only).
+  ubsan_runtime: a clang UBSan runtime works here; if False, UBSan builds
+               use trap mode (a failed check executes a trap instruction).
+  runtime_package: the Debian package holding this target's clang
+               sanitizer runtimes, or None.
+  extra_packages: further Debian packages this target needs.
+  notes:       one line per sanitizer that does not run, or runs limited,
+               saying why (shown in the README's target table).
 """
 
 RWSEM_TARGETS = {
     "x86_64": struct(
         triple = "x86_64-linux-gnu",
+        debian_arch = "amd64",
         cpu = "@platforms//cpu:x86_64",
         qemu = None,
-        link_libs = [],
+        elf_machine = 62,  # EM_X86_64
+        bits = 64,
+        big_endian = False,
+        lockfree64 = True,
         linker = "lld",
         link_flags = [],
+        static_tests = False,
+        sanitizers = {"tsan": "test", "asan": "test", "ubsan": "test"},
+        ubsan_runtime = True,
+        runtime_package = "libclang-rt-19-dev:amd64",
+        extra_packages = [],
+        notes = {},
     ),
     "aarch64": struct(
         triple = "aarch64-linux-gnu",
+        debian_arch = "arm64",
         cpu = "@platforms//cpu:aarch64",
         qemu = "qemu-aarch64",
-        link_libs = [],
+        elf_machine = 183,  # EM_AARCH64
+        bits = 64,
+        big_endian = False,
+        lockfree64 = True,
         linker = "lld",
         link_flags = [],
+        static_tests = False,
+        sanitizers = {"tsan": "test", "ubsan": "qualify"},
+        ubsan_runtime = True,
+        runtime_package = "libclang-rt-19-dev:arm64",
+        # GCC's aarch64 TSan runtime, the alternative tried in
+        # toolchains/NOTES-ppc64le-tsan.md.
+        extra_packages = ["libtsan2-arm64-cross"],
+        notes = {
+            "tsan": "about 11 s start-up per process under QEMU",
+            "asan": "QEMU uses more than 24 GB for the shadow memory (OOM)",
+        },
     ),
     "ppc64le": struct(
         triple = "powerpc64le-linux-gnu",
+        debian_arch = "ppc64el",
         cpu = "//toolchains:cpu_ppc64le",
         qemu = "qemu-ppc64le",
-        link_libs = [],
+        elf_machine = 21,  # EM_PPC64
+        bits = 64,
+        big_endian = False,
+        lockfree64 = True,
         linker = "lld",
         link_flags = [],
+        static_tests = False,
+        sanitizers = {"ubsan": "qualify"},
+        ubsan_runtime = False,
+        runtime_package = None,
+        extra_packages = [],
+        notes = {
+            "tsan": "no runtime in Debian; GCC's fails under QEMU (toolchains/NOTES-ppc64le-tsan.md)",
+            "asan": "no runtime in Debian",
+        },
     ),
     "ppc64": struct(
         triple = "powerpc64-linux-gnu",
+        debian_arch = "ppc64",
         cpu = "//toolchains:cpu_ppc64",
         qemu = "qemu-ppc64",
-        link_libs = [],
+        elf_machine = 21,  # EM_PPC64
+        bits = 64,
+        big_endian = True,
+        lockfree64 = True,
+        # lld 19 fails on gtest's COMDAT groups for big-endian ELFv1
+        # ("relocation refers to a discarded section").
         linker = "bfd",
         link_flags = [],
+        static_tests = False,
+        sanitizers = {"ubsan": "qualify"},
+        ubsan_runtime = False,
+        runtime_package = None,
+        extra_packages = ["binutils-powerpc64-linux-gnu"],
+        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
     "ppc": struct(
         triple = "powerpc-linux-gnu",
+        debian_arch = "powerpc",
         cpu = "@platforms//cpu:ppc",
         qemu = "qemu-ppc",
-        link_libs = ["-latomic"],
+        elf_machine = 20,  # EM_PPC
+        bits = 32,
+        big_endian = True,
+        # 32-bit PowerPC has no 64-bit atomic instructions.
+        lockfree64 = False,
         linker = "lld",
+        # lld-linked PIE executables crash at start-up under qemu-ppc
+        # (SIGSEGV before main); non-PIE ones work.
         link_flags = ["-no-pie"],
+        static_tests = True,
+        sanitizers = {"ubsan": "qualify"},
+        ubsan_runtime = False,
+        runtime_package = None,
+        extra_packages = [],
+        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
     "i386": struct(
         triple = "i686-linux-gnu",
+        debian_arch = "i386",
         cpu = "@platforms//cpu:i386",
         qemu = "qemu-i386",
-        link_libs = ["-latomic"],
+        elf_machine = 3,  # EM_386
+        bits = 32,
+        big_endian = False,
+        lockfree64 = True,  # cmpxchg8b
         linker = "lld",
         link_flags = [],
+        static_tests = False,
+        sanitizers = {"asan": "test", "ubsan": "test"},
+        ubsan_runtime = True,
+        runtime_package = "libclang-rt-19-dev:amd64",
+        extra_packages = [],
+        notes = {
+            "tsan": "TSan supports 64-bit targets only",
+            "asan": "single-threaded tests only: the runtime aborts in every new thread under 32-bit QEMU",
+        },
     ),
     "armv7": struct(
         triple = "arm-linux-gnueabihf",
+        debian_arch = "armhf",
         cpu = "@platforms//cpu:armv7",
         qemu = "qemu-arm",
-        link_libs = ["-latomic"],
+        elf_machine = 40,  # EM_ARM
+        bits = 32,
+        big_endian = False,
+        lockfree64 = True,  # ldrexd/strexd
         linker = "lld",
         link_flags = [],
+        static_tests = False,
+        sanitizers = {"asan": "test", "ubsan": "test"},
+        # Debian's armhf UBSan runtime dies at start-up under qemu-arm 7.2
+        # ("UndefinedBehaviorSanitizer: stack-overflow") when the
+        # environment is small, as it is under bazel test.
+        ubsan_runtime = False,
+        runtime_package = "libclang-rt-19-dev:armhf",
+        extra_packages = [],
+        notes = {
+            "tsan": "TSan supports 64-bit targets only",
+            "asan": "single-threaded tests only, and reports lack allocation stacks (the malloc-time unwinder fails under qemu-arm)",
+        },
     ),
     "s390x": struct(
         triple = "s390x-linux-gnu",
+        debian_arch = "s390x",
         cpu = "@platforms//cpu:s390x",
         qemu = "qemu-s390x",
-        link_libs = [],
+        elf_machine = 22,  # EM_S390
+        bits = 64,
+        big_endian = True,
+        lockfree64 = True,
         linker = "lld",
         link_flags = [],
+        static_tests = False,
+        sanitizers = {"ubsan": "qualify"},
+        ubsan_runtime = False,
+        runtime_package = None,
+        extra_packages = [],
+        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
     "riscv64": struct(
         triple = "riscv64-linux-gnu",
+        debian_arch = "riscv64",
         cpu = "@platforms//cpu:riscv64",
         qemu = "qemu-riscv64",
-        link_libs = [],
+        elf_machine = 243,  # EM_RISCV
+        bits = 64,
+        big_endian = False,
+        lockfree64 = True,
         linker = "lld",
         link_flags = [],
+        static_tests = False,
+        sanitizers = {"ubsan": "qualify"},
+        ubsan_runtime = False,
+        runtime_package = None,
+        extra_packages = [],
+        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
 }
+
+# The sanitizer configs of .bazelrc, in report order.
+RWSEM_SANITIZERS = ["tsan", "asan", "ubsan"]

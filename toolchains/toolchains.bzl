@@ -6,13 +6,12 @@ load(":targets.bzl", "RWSEM_TARGETS")
 _LLVM = "/usr/lib/llvm-19"
 
 def _tool_paths():
-    # Absolute paths into Debian's llvm-19 packages. The compiler is a small
-    # wrapper (cc_wrapper.sh) around clang-19; see that file for why.
+    # Absolute paths into Debian's llvm-19 packages.
     return {
         "ar": _LLVM + "/bin/llvm-ar",
         "cpp": _LLVM + "/bin/clang-cpp",
         "dwp": _LLVM + "/bin/llvm-dwp",
-        "gcc": "cc_wrapper.sh",
+        "gcc": "/usr/bin/clang-19",
         "gcov": "/bin/false",
         "ld": _LLVM + "/bin/ld.lld",
         "llvm-cov": _LLVM + "/bin/llvm-cov",
@@ -44,6 +43,13 @@ def rwsem_toolchains():
     """Declares, per target: cc_toolchain_config, cc_toolchain, toolchain, platform."""
     for name, t in RWSEM_TARGETS.items():
         target_flag = "--target=" + t.triple
+
+        # Without a working UBSan runtime, UBSan builds use trap mode: a
+        # failed check executes a trap instruction (the test dies with
+        # SIGILL/SIGTRAP instead of printing a report). The flag is inert
+        # unless --config=ubsan turns -fsanitize=undefined on, and with every
+        # check trapping the driver links no UBSan runtime.
+        trap = [] if t.ubsan_runtime else ["-fsanitize-trap=undefined"]
         cc_toolchain_config(
             name = name + "_config",
             cpu = name,
@@ -58,10 +64,12 @@ def rwsem_toolchains():
             cxx_builtin_include_directories = _builtin_include_dirs(t.triple),
             compile_flags = [
                 target_flag,
+                # The target's name as the table spells it (arch/cpu.h).
+                "-DRWSEM_TARGET_NAME=\"%s\"" % name,
                 "-fno-omit-frame-pointer",
                 "-fstack-protector",
                 "-U_FORTIFY_SOURCE",
-            ],
+            ] + trap,
             dbg_compile_flags = ["-g"],
             opt_compile_flags = [
                 "-g0",
@@ -84,8 +92,11 @@ def rwsem_toolchains():
                 "-Wl,-no-as-needed",
                 "-Wl,-z,relro,-z,now",
                 "-pthread",
-            ] + t.link_flags,
-            link_libs = ["-lstdc++", "-lm"] + t.link_libs,
+            ] + t.link_flags + trap,
+            # 32-bit ABIs: 64-bit atomics become __atomic_* calls where the
+            # ISA has no 64-bit atomic instructions (gtest and the benchmark
+            # use 64-bit counters even where the lock's layouts do not).
+            link_libs = ["-lstdc++", "-lm"] + (["-latomic"] if t.bits == 32 else []),
             opt_link_flags = ["-Wl,--gc-sections"],
             unfiltered_compile_flags = [
                 "-no-canonical-prefixes",
@@ -102,17 +113,14 @@ def rwsem_toolchains():
 
         native.cc_toolchain(
             name = name + "_cc_toolchain",
-            all_files = ":wrapper_files",
-            ar_files = ":wrapper_files",
-            as_files = ":wrapper_files",
-            compiler_files = ":wrapper_files",
+            all_files = ":empty",
+            ar_files = ":empty",
+            as_files = ":empty",
+            compiler_files = ":empty",
             dwp_files = ":empty",
-            linker_files = ":wrapper_files",
+            linker_files = ":empty",
             objcopy_files = ":empty",
             strip_files = ":empty",
-            # cc_wrapper.sh must see the sanitizer and --target flags of link
-            # lines, so no @params files.
-            supports_param_files = 0,
             toolchain_config = ":" + name + "_config",
             toolchain_identifier = "clang19-" + name,
         )

@@ -112,6 +112,7 @@
 #ifndef RWSEM_LIB_RWSEM_H_
 #define RWSEM_LIB_RWSEM_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <iomanip>
@@ -220,6 +221,19 @@ class BasicRwSemaphore {
   using layout_type = Layout;
   using Word = typename Layout::Word;
   static constexpr const char* kName = Layout::kName;
+
+  // A layout's count must be a lock-free atomic on the target. Through
+  // libatomic every access to the count would take one of its hashed
+  // spinlocks, shared with unrelated atomics: a thread preempted inside one
+  // stalls every lock and atomic hashed to it, and the lock would no longer
+  // be what the layout claims to be. Targets without lock-free 64-bit
+  // atomics (32-bit PowerPC) build only the 32-bit layout, their default.
+  static_assert(sizeof(Word) != 8 || std::atomic<Word>::is_always_lock_free,
+                "rwsem: this count layout needs lock-free 64-bit atomics "
+                "(std::atomic<uint64_t>), which " RWSEM_ARCH_NAME " lacks: use Generic32Layout");
+  static_assert(sizeof(Word) == 8 || std::atomic<Word>::is_always_lock_free,
+                "rwsem: this count layout needs lock-free atomics of its word width, "
+                "which " RWSEM_ARCH_NAME " lacks");
 
   constexpr BasicRwSemaphore() noexcept = default;
   explicit BasicRwSemaphore(const Options& opts) noexcept {
