@@ -21,6 +21,7 @@ layout (or lock type). Tests without one go to the "common" bucket.
 import argparse
 import datetime
 import glob
+import hashlib
 import html
 import json
 import os
@@ -434,6 +435,24 @@ def bazel_version():
     return "bazel (Debian bazel-bootstrap %s)" % pkg
 
 
+def git_state():
+    """HEAD, whether tracked files differ from it, and a hash of that
+    difference: two runs with the same head and the same hash built the same
+    sources (untracked files are not counted, as before)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args):
+        return subprocess.run(["git", "-C", repo] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL).stdout
+    try:
+        head = git("rev-parse", "HEAD").decode().strip() or "?"
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+        diff = hashlib.sha256(git("diff", "HEAD", "--binary")).hexdigest() if dirty else None
+    except OSError:
+        head, dirty, diff = "?", False, None
+    return {"head": head, "dirty": dirty, "diff_sha256": diff}
+
+
 def environment(targets):
     tools = {"clang": run_first_line(["clang-19", "--version"]),
              "bazel": bazel_version(),
@@ -441,13 +460,8 @@ def environment(targets):
     for t in targets:
         if t in QEMU:
             tools[QEMU[t]] = run_first_line([QEMU[t], "--version"])
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], stdout=subprocess.PIPE,
-                                universal_newlines=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
-    except OSError:
-        commit, dirty = "?", ""
+    git = git_state()
+    commit, dirty = git["head"], git["dirty"]
     cpu = "?"
     try:
         for line in open("/proc/cpuinfo"):
@@ -456,7 +470,7 @@ def environment(targets):
                 break
     except OSError:
         pass
-    return {"toolchain": tools, "commit": commit + ("-dirty" if dirty else ""),
+    return {"toolchain": tools, "commit": commit + ("-dirty" if dirty else ""), "git": git,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machine": {"hostname": socket.gethostname(), "uname": " ".join(platform.uname()),
                         "cpus": os.cpu_count(), "cpu": cpu}}
