@@ -13,8 +13,13 @@ test results lives here (Python 3 standard library only):
                           prints the layout names of its typed tests
   report.py report ...    writes report.md, report.json and report.html
   report.py shard ...     prints the cells of shard I/N (ci/qualify --shard)
+  report.py merge --out=DIR SHARD_DIR...
+                          one report from the N shard outputs; refuses
+                          (exit 2) shards that are not the parts of one run
   report.py durations REPORT_JSON...
                           refreshes the committed ci/cell_durations.json
+  report.py compare A.json B.json
+                          diffs the cell ids and statuses of two reports
 
 Layouts are never listed here: a typed test is named `Suite/<kName>.Test` by
 conformance/lock_types.h, so the part after the suite's last '/' is the
@@ -607,6 +612,214 @@ def durations_cmd(a):
     return 0
 
 
+# ---------------------------------------------------------------- merge
+
+
+def merge_check(dirs, out):
+    """Reads the shard outputs and raises Refused unless they are the N
+    parts of one split run. Returns [(dir, report.json, {cell id: cell dir})]."""
+    if not dirs:
+        raise Refused("no shard output directories given")
+    shards = []
+    for d in dirs:
+        if os.path.realpath(d) == os.path.realpath(out):
+            raise Refused("--out %s is one of the shard outputs" % out)
+        p = os.path.join(d, "report.json")
+        try:
+            rep = json.load(open(p))
+            meta = rep["meta"]
+        except (OSError, ValueError, KeyError) as e:
+            raise Refused("%s: no readable report.json, not a finished shard output (%s)" % (d, e))
+        if not meta.get("shard"):
+            raise Refused("%s is not a shard output (its report.json has no shard id; "
+                          "run ci/qualify --shard I/N)" % d)
+        cells = {}
+        for cj in sorted(glob.glob(os.path.join(d, "cells", "*", "cell.json"))):
+            try:
+                cid = json.load(open(cj))["id"]
+            except (OSError, ValueError, KeyError):
+                raise Refused("%s: unreadable" % cj)
+            cells[cid] = os.path.dirname(cj)
+        shards.append((d, rep, cells))
+
+    def same(what, get):
+        vals = [(d, get(rep["meta"])) for d, rep, _ in shards]
+        if len({json.dumps(v, sort_keys=True) for _, v in vals}) > 1:
+            raise Refused("different %s: %s" % (what, "; ".join(
+                "%s: %s" % (d, json.dumps(v, sort_keys=True)) for d, v in vals)))
+
+    git = lambda m: m.get("git") or {"head": m.get("commit")}
+    same("commits", lambda m: git(m)["head"])
+    same("uncommitted changes (same commit, different working trees)",
+         lambda m: git(m).get("diff_sha256"))
+    for d, rep, _ in shards:
+        if git(rep["meta"])["head"] in (None, "?", ""):
+            raise Refused("%s: the commit is unknown (not run in a git checkout)" % d)
+    same("profiles", lambda m: m["profile"])
+    same("stress scales", lambda m: m["stress_scale"])
+    same("filters", lambda m: m.get("filters") or {"layout": m.get("layout_filter")})
+    same("shard counts N", lambda m: m["shard"]["count"])
+    same("selected cell lists", lambda m: m["shard"]["all_cells"])
+    same("durations tables (%s)" % TABLE_NAME, lambda m: m["shard"].get("table_sha256"))
+
+    n = shards[0][1]["meta"]["shard"]["count"]
+    seen = {}
+    for d, rep, _ in shards:
+        i = rep["meta"]["shard"]["index"]
+        if i in seen:
+            raise Refused("duplicate shard %d/%d: %s and %s" % (i, n, seen[i], d))
+        if not 1 <= i <= n:
+            raise Refused("%s: shard %d/%d is out of range" % (d, i, n))
+        seen[i] = d
+    missing = [i for i in range(1, n + 1) if i not in seen]
+    if missing:
+        raise Refused("missing shard(s) %s of %d (given: %s)" % (
+            ", ".join("%d/%d" % (i, n) for i in missing), n, ", ".join("%d" % i for i in sorted(seen))))
+
+    owner, ran = {}, {}
+    for d, rep, cells in shards:
+        sh = rep["meta"]["shard"]
+        for c in sh["cells"]:
+            if c in owner:
+                raise Refused("overlapping cells: %s is planned in shard %d (%s) and shard %d (%s)" % (
+                    c, owner[c][0], owner[c][1], sh["index"], d))
+            owner[c] = (sh["index"], d)
+        for c in cells:
+            if c in ran:
+                raise Refused("overlapping cells: %s ran in shard %d (%s) and shard %d (%s)" % (
+                    c, ran[c][0], ran[c][1], sh["index"], d))
+            ran[c] = (sh["index"], d)
+            if c not in sh["cells"]:
+                raise Refused("overlapping cells: %s has results for %s, which is not one of its cells" % (d, c))
+    all_cells = shards[0][1]["meta"]["shard"]["all_cells"]
+    if set(owner) != set(all_cells):
+        raise Refused("the shards' cells are not the selected cells: missing %s, extra %s" % (
+            " ".join(c for c in all_cells if c not in owner) or "none",
+            " ".join(c for c in owner if c not in all_cells) or "none"))
+    return sorted(shards, key=lambda s: s[1]["meta"]["shard"]["index"])
+
+
+def merge_env(shards):
+    """One environment for the merged report: the shared commit, the
+    toolchain versions (a version that differs between shards is listed per
+    shard and noted), every machine."""
+    metas = [(rep["meta"]["shard"]["index"], rep["meta"]) for _, rep, _ in shards]
+    tools, warnings = {}, []
+    for k in sorted({k for _, m in metas for k in m["toolchain"]}):
+        vals = [(i, m["toolchain"][k]) for i, m in metas if k in m["toolchain"]]
+        if len({v for _, v in vals}) == 1:
+            tools[k] = vals[0][1]
+        else:
+            tools[k] = "; ".join("shard %d: %s" % iv for iv in vals)
+            warnings.append("%s differs between shards" % k)
+
+    def joined(key):
+        out = []
+        for _, m in metas:
+            v = str(m["machine"].get(key))
+            if v not in out:
+                out.append(v)
+        return ", ".join(out)
+    first = metas[0][1]
+    env = {"toolchain": tools, "commit": first["commit"], "git": first.get("git"),
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "machine": {"hostname": joined("hostname"), "uname": joined("uname"),
+                       "cpus": "+".join(str(m["machine"].get("cpus")) for _, m in metas),
+                       "cpu": joined("cpu")}}
+    return env, warnings
+
+
+def merge_extras(shards):
+    """The checks outside the matrix: ci/report_test runs in every shard (all
+    must pass); ci/faults and ci/remote_cache_test in shard 1 only."""
+    extras = {}
+    for _, rep, _ in shards:
+        i = rep["meta"]["shard"]["index"]
+        for name in ("report_test", "faults", "remote_cache"):
+            if name not in rep:
+                continue
+            x = extras.setdefault(name, {"status": "PASS", "exit_status": 0, "shards": {}})
+            x["shards"][str(i)] = rep[name]
+            if rep[name].get("status", "PASS") != "PASS":
+                x["status"] = "FAIL"
+                x["exit_status"] = rep[name].get("exit_status", 1)
+            for k, v in rep[name].items():
+                if k not in ("status", "exit_status"):
+                    x.setdefault(k, v)
+    return extras
+
+
+def merge(a):
+    try:
+        shards = merge_check(a.shard_dirs, a.out)
+    except Refused as e:
+        print("ci/report.py merge: refused: %s" % e, file=sys.stderr)
+        return 2
+    first = shards[0][1]["meta"]
+    os.makedirs(a.out, exist_ok=True)
+    for f in ("report.md", "report.json", "report.html"):
+        if os.path.exists(os.path.join(a.out, f)):
+            os.remove(os.path.join(a.out, f))
+    shutil.rmtree(os.path.join(a.out, "cells"), ignore_errors=True)
+    env, warnings = merge_env(shards)
+    for d, rep, cells in shards:
+        m = rep["meta"]
+        for cid, src in cells.items():
+            dest = os.path.join(a.out, "cells", cid)
+            shutil.copytree(src, dest)
+            cj = os.path.join(dest, "cell.json")
+            cell = json.load(open(cj))
+            cell.update(shard=m["shard"]["index"], machine=m["machine"], toolchain=m["toolchain"],
+                        date=m["date"])
+            with open(cj, "w") as f:
+                json.dump(cell, f, indent=1)
+    # Extra files the shard-1 checks wrote (faults.md, remote-cache-test/...).
+    for name in ("faults.md", "faults-logs", "remote-cache-test", "remote_cache_test.log"):
+        for d, _, _ in shards:
+            src = os.path.join(d, name)
+            if os.path.exists(src) and not os.path.exists(os.path.join(a.out, name)):
+                (shutil.copytree if os.path.isdir(src) else shutil.copyfile)(src, os.path.join(a.out, name))
+    n = first["shard"]["count"]
+    run = {"filters": first.get("filters"), "shard": None,
+           "merged": {"count": n, "all_cells": first["shard"]["all_cells"],
+                      "table_sha256": first["shard"].get("table_sha256"), "warnings": warnings,
+                      "shards": [{"index": rep["meta"]["shard"]["index"], "dir": d,
+                                  "cells": rep["meta"]["shard"]["cells"],
+                                  "hostname": rep["meta"]["machine"]["hostname"],
+                                  "date": rep["meta"]["date"], "wall_seconds": rep["meta"]["wall_seconds"],
+                                  "overall": rep["meta"]["overall"], "command": rep["meta"]["command"]}
+                                 for d, rep, _ in shards]}}
+    ra = argparse.Namespace(out=a.out, scale=first["stress_scale"], layout=first.get("layout_filter") or "",
+                            profile=first["profile"], order=" ".join(first["shard"]["all_cells"]),
+                            wall=max(rep["meta"]["wall_seconds"] for _, rep, _ in shards),
+                            command="ci/report.py merge --out=%s %s" % (
+                                a.out, " ".join(d for d, _, _ in shards)))
+    report(ra, env=env, extras=merge_extras(shards), run=run)
+    return 0 if json.load(open(os.path.join(a.out, "report.json")))["meta"]["overall"] == "PASS" else 1
+
+
+def verdicts(path):
+    """cell id -> 'STATUS layout=STATUS ...' from a report.json."""
+    rep = json.load(open(path))
+    return {c["id"]: " ".join([c["status"]] + ["%s=%s" % (l, b["status"]) for l, b in sorted(c["layouts"].items())])
+            for c in rep["cells"]}
+
+
+def compare(a):
+    """Cell ids, statuses and per-layout statuses of two reports, as a diff."""
+    x, y = verdicts(a.a), verdicts(a.b)
+    same = True
+    for cid in sorted(set(x) | set(y)):
+        if x.get(cid) == y.get(cid):
+            print("  %-28s %s" % (cid, x[cid]))
+        else:
+            same = False
+            print("- %-28s %s" % (cid, x.get(cid, "(absent)")))
+            print("+ %-28s %s" % (cid, y.get(cid, "(absent)")))
+    print("%s: %d cells in %s, %d in %s" % ("same" if same else "DIFFERENT", len(x), a.a, len(y), a.b))
+    return 0 if same else 1
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -980,6 +1193,14 @@ def main():
     d.add_argument("reports", nargs="+", metavar="REPORT_JSON")
     d.add_argument("--table", default=TABLE)
     d.set_defaults(fn=durations_cmd)
+    m = sub.add_parser("merge", help="one report from the outputs of ci/qualify --shard 1/N .. N/N")
+    m.add_argument("--out", required=True)
+    m.add_argument("shard_dirs", nargs="+", metavar="SHARD_DIR")
+    m.set_defaults(fn=merge)
+    c = sub.add_parser("compare", help="diff the cell ids and statuses of two report.json")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.set_defaults(fn=compare)
     a = p.parse_args()
     try:
         sys.exit(a.fn(a) or 0)
