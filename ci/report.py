@@ -12,6 +12,14 @@ test results lives here (Python 3 standard library only):
   report.py layouts       reads `corpus_test --gtest_list_tests` on stdin and
                           prints the layout names of its typed tests
   report.py report ...    writes report.md, report.json and report.html
+  report.py shard ...     prints the cells of shard I/N (ci/qualify --shard)
+  report.py merge --out=DIR SHARD_DIR...
+                          one report from the N shard outputs; refuses
+                          (exit 2) shards that are not the parts of one run
+  report.py durations REPORT_JSON...
+                          refreshes the committed ci/cell_durations.json
+  report.py compare A.json B.json
+                          diffs the cell ids and statuses of two reports
 
 Layouts are never listed here: a typed test is named `Suite/<kName>.Test` by
 conformance/lock_types.h, so the part after the suite's last '/' is the
@@ -21,6 +29,7 @@ layout (or lock type). Tests without one go to the "common" bucket.
 import argparse
 import datetime
 import glob
+import hashlib
 import html
 import json
 import os
@@ -406,6 +415,409 @@ def layouts_from_listing(_a):
     print(" ".join(names))
 
 
+# ---------------------------------------------------------------- shards
+#
+# `ci/qualify --shard I/N` runs one of N disjoint parts of the selected
+# cells, so N machines together run the matrix; `merge` builds one report
+# from their outputs.
+#
+# The split must come out the same on every machine, or the shards would
+# overlap and leave cells out. Each machine's own ETA cache
+# (~/.cache/rwsem-qualify, qualify-out/durations.json) holds what that
+# machine happened to run, so it differs between machines; the split reads
+# only the durations table committed in the repository (ci/cell_durations.json)
+# and the per-kind defaults below, both fixed by the commit. The table is
+# refreshed from a full run's report.json with `report.py durations`.
+
+TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cell_durations.json")
+TABLE_NAME = "ci/cell_durations.json"
+# Seconds for a cell the table does not time, by sanitizer: rough figures
+# for this matrix (a TSan cell runs several times slower than a plain one,
+# ASan and UBSan in between). Only their ratios matter when no cell is timed.
+DEFAULT_CELL_SECONDS = {"none": 60, "ubsan": 90, "asan": 120, "tsan": 240}
+DEFAULT_OTHER_SECONDS = 90
+
+
+class Refused(Exception):
+    """A bad request: the message says why; the exit status is 2."""
+
+
+def table_key(cell, scale, layout):
+    return "%s|scale=%s|layout=%s" % (cell, scale, layout or "*")
+
+
+def load_table(path):
+    """The committed durations table: (key -> seconds, sha256 of the file)."""
+    try:
+        raw = open(path, "rb").read()
+    except OSError:
+        return {}, None  # no table at this commit: every cell gets its default
+    try:
+        seconds = json.loads(raw.decode())["seconds"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise Refused("%s is not a durations table (%s)" % (path, e))
+    return seconds, hashlib.sha256(raw).hexdigest()
+
+
+def estimate(table, cell, scale, layout):
+    """Seconds for one cell: its time at this scale and layout filter, else
+    its time at this scale without a layout filter, else the default for
+    its sanitizer."""
+    for key in (table_key(cell, scale, layout), table_key(cell, scale, "")):
+        if key in table:
+            return int(round(float(table[key])))
+    parts = cell.split("+")
+    san = parts[1] if len(parts) == 3 else ""
+    return DEFAULT_CELL_SECONDS.get(san, DEFAULT_OTHER_SECONDS)
+
+
+def parse_shard(text):
+    m = re.fullmatch(r"([0-9]+)/([0-9]+)", text or "")
+    if not m:
+        raise Refused("--shard '%s': expected I/N, e.g. --shard 2/3 for the second of three shards" % text)
+    i, n = int(m.group(1)), int(m.group(2))
+    if n < 1 or not 1 <= i <= n:
+        raise Refused("--shard '%s': need 1 <= I <= N (got I=%d, N=%d)" % (text, i, n))
+    return i, n
+
+
+def split(cells, table, scale, layout, n):
+    """Greedy longest-processing-time: cells from the longest estimate down
+    (ties by cell id, so the input order does not matter), each to the shard
+    with the least load so far (ties: the lowest shard number). Within a
+    shard, cells keep the order of `cells`. Returns (shards, loads, est)."""
+    if len(set(cells)) != len(cells):
+        raise Refused("the cell list names a cell twice")
+    if n > len(cells):
+        raise Refused("N=%d shards, but the filters select only %d cell(s)" % (n, len(cells)))
+    est = {c: estimate(table, c, scale, layout) for c in cells}
+    loads = [0] * n
+    members = [[] for _ in range(n)]
+    for c in sorted(cells, key=lambda c: (-est[c], c)):
+        k = min(range(n), key=lambda k: (loads[k], k))
+        loads[k] += est[c]
+        members[k].append(c)
+    rank = {c: i for i, c in enumerate(cells)}
+    return [sorted(m, key=rank.get) for m in members], loads, est
+
+
+def shard_cmd(a):
+    try:
+        i, n = parse_shard(a.shard)
+        table, sha = load_table(a.table)
+        cells = a.cells.split()
+        try:
+            shards, loads, est = split(cells, table, a.scale, a.layout, n)
+        except Refused as e:
+            raise Refused("--shard '%s': %s" % (a.shard, e))
+    except Refused as e:
+        print("ci/report.py shard: %s" % e, file=sys.stderr)
+        return 2
+    if a.json:
+        json.dump({"count": n, "table_sha256": sha, "estimates": est,
+                   "shards": [{"index": k + 1, "cells": m, "load": loads[k]}
+                              for k, m in enumerate(shards)]}, sys.stdout, indent=1, sort_keys=True)
+        print()
+        return 0
+    timed = sum(1 for c in cells if table_key(c, a.scale, a.layout) in table
+                or table_key(c, a.scale, "") in table)
+    print("shard %d/%d: %d of %d cells, estimated %s (all shards: %s; %d of %d cells timed in %s, "
+          "the rest by sanitizer defaults)" % (
+              i, n, len(shards[i - 1]), len(cells), fmt_secs(loads[i - 1]),
+              " ".join(fmt_secs(l) for l in loads), timed, len(cells), TABLE_NAME), file=sys.stderr)
+    print(" ".join(shards[i - 1]))
+    return 0
+
+
+def run_meta(a, order):
+    """What a merge must find equal between shards, and the shard itself."""
+    meta = {"filters": {"target": getattr(a, "filter_target", "") or None,
+                        "sanitizer": getattr(a, "filter_sanitizer", "") or None,
+                        "spin": getattr(a, "filter_spin", "") or None,
+                        "layout": a.layout or None},
+            "shard": None}
+    if getattr(a, "shard", None):
+        i, n = parse_shard(a.shard)
+        table, sha = load_table(a.table)
+        meta["shard"] = {"index": i, "count": n, "cells": order,
+                         "all_cells": a.all_cells.split(), "table_sha256": sha,
+                         "table": TABLE_NAME if os.path.abspath(a.table) == TABLE else a.table,
+                         "estimates": {c: estimate(table, c, a.scale, a.layout) for c in order}}
+    return meta
+
+
+def run_lines(meta):
+    sh, mg = meta.get("shard"), meta.get("merged")
+    if sh:
+        return ["Shard %d/%d: %d of the %d cells the filters select (split by %s); "
+                "`ci/report.py merge` joins the %d shard outputs into one report." % (
+                    sh["index"], sh["count"], len(sh["cells"]), len(sh["all_cells"]), sh["table"],
+                    sh["count"]), ""]
+    if mg:
+        out = ["Merged from %d shards run in parallel (wall time above: the slowest shard):" % mg["count"], ""]
+        for s in mg["shards"]:
+            out.append("- shard %d/%d on %s, %s, %s: %s" % (
+                s["index"], mg["count"], s["hostname"], s["date"], fmt_secs(s["wall_seconds"]),
+                ", ".join(s["cells"])))
+        for w in mg.get("warnings", []):
+            out.append("- note: " + w)
+        return out + [""]
+    return []
+
+
+def durations_cmd(a):
+    """Refresh the committed table from full runs' report.json (or merged
+    ones, or a durations.json of the ETA). Only passing cells that ran their tests count: a cached result
+    or a failure (a timeout, a build error) says nothing of the usual time.
+    Keys of other scales and layout filters stay."""
+    try:
+        table, _ = load_table(a.table)
+    except Refused as e:
+        print("ci/report.py durations: %s" % e, file=sys.stderr)
+        return 2
+    table = dict(table)
+    added, skipped = 0, []
+    for path in a.reports:
+        try:
+            rep = json.load(open(path))
+            if isinstance(rep, dict) and rep and all("|scale=" in k for k in rep):
+                # A durations.json of the ETA (qualify-out/ or ~/.cache/rwsem-qualify/):
+                # times of one machine's earlier runs, same keys.
+                table.update({k: int(v) for k, v in rep.items()})
+                added += len(rep)
+                continue
+            meta = rep["meta"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print("ci/report.py durations: %s: neither a report.json nor a durations.json (%s)" % (
+                path, e), file=sys.stderr)
+            return 2
+        for c in rep.get("cells", []):
+            if c["status"] != "PASS" or c.get("tests_cached"):
+                skipped.append(c["id"])
+                continue
+            table[table_key(c["id"], meta["stress_scale"], meta.get("layout_filter"))] = int(c["seconds"])
+            added += 1
+    with open(a.table + ".tmp", "w") as f:
+        json.dump({"about": "Cell durations in seconds that ci/qualify --shard balances on. Committed, so "
+                            "every machine splits the same way. Refresh from a full run: "
+                            "python3 ci/report.py durations qualify-out/report.json",
+                   "seconds": dict(sorted(table.items()))}, f, indent=1)
+        f.write("\n")
+    os.replace(a.table + ".tmp", a.table)
+    print("%s: %d cell time(s) updated, %d in the table%s" % (
+        a.table, added, len(table),
+        "; not timed (failed or cached): " + " ".join(skipped) if skipped else ""))
+    return 0
+
+
+# ---------------------------------------------------------------- merge
+
+
+def merge_check(dirs, out):
+    """Reads the shard outputs and raises Refused unless they are the N
+    parts of one split run. Returns [(dir, report.json, {cell id: cell dir})]."""
+    if not dirs:
+        raise Refused("no shard output directories given")
+    shards = []
+    for d in dirs:
+        if os.path.realpath(d) == os.path.realpath(out):
+            raise Refused("--out %s is one of the shard outputs" % out)
+        p = os.path.join(d, "report.json")
+        try:
+            rep = json.load(open(p))
+            meta = rep["meta"]
+        except (OSError, ValueError, KeyError) as e:
+            raise Refused("%s: no readable report.json, not a finished shard output (%s)" % (d, e))
+        if not meta.get("shard"):
+            raise Refused("%s is not a shard output (its report.json has no shard id; "
+                          "run ci/qualify --shard I/N)" % d)
+        cells = {}
+        for cj in sorted(glob.glob(os.path.join(d, "cells", "*", "cell.json"))):
+            try:
+                cid = json.load(open(cj))["id"]
+            except (OSError, ValueError, KeyError):
+                raise Refused("%s: unreadable" % cj)
+            cells[cid] = os.path.dirname(cj)
+        shards.append((d, rep, cells))
+
+    def same(what, get):
+        vals = [(d, get(rep["meta"])) for d, rep, _ in shards]
+        if len({json.dumps(v, sort_keys=True) for _, v in vals}) > 1:
+            raise Refused("different %s: %s" % (what, "; ".join(
+                "%s: %s" % (d, json.dumps(v, sort_keys=True)) for d, v in vals)))
+
+    git = lambda m: m.get("git") or {"head": m.get("commit")}
+    same("commits", lambda m: git(m)["head"])
+    same("uncommitted changes (same commit, different working trees)",
+         lambda m: git(m).get("diff_sha256"))
+    for d, rep, _ in shards:
+        if git(rep["meta"])["head"] in (None, "?", ""):
+            raise Refused("%s: the commit is unknown (not run in a git checkout)" % d)
+    same("profiles", lambda m: m["profile"])
+    same("stress scales", lambda m: m["stress_scale"])
+    same("filters", lambda m: m.get("filters") or {"layout": m.get("layout_filter")})
+    same("shard counts N", lambda m: m["shard"]["count"])
+    same("selected cell lists", lambda m: m["shard"]["all_cells"])
+    same("durations tables (%s)" % TABLE_NAME, lambda m: m["shard"].get("table_sha256"))
+
+    n = shards[0][1]["meta"]["shard"]["count"]
+    seen = {}
+    for d, rep, _ in shards:
+        i = rep["meta"]["shard"]["index"]
+        if i in seen:
+            raise Refused("duplicate shard %d/%d: %s and %s" % (i, n, seen[i], d))
+        if not 1 <= i <= n:
+            raise Refused("%s: shard %d/%d is out of range" % (d, i, n))
+        seen[i] = d
+    missing = [i for i in range(1, n + 1) if i not in seen]
+    if missing:
+        raise Refused("missing shard(s) %s of %d (given: %s)" % (
+            ", ".join("%d/%d" % (i, n) for i in missing), n, ", ".join("%d" % i for i in sorted(seen))))
+
+    owner, ran = {}, {}
+    for d, rep, cells in shards:
+        sh = rep["meta"]["shard"]
+        for c in sh["cells"]:
+            if c in owner:
+                raise Refused("overlapping cells: %s is planned in shard %d (%s) and shard %d (%s)" % (
+                    c, owner[c][0], owner[c][1], sh["index"], d))
+            owner[c] = (sh["index"], d)
+        for c in cells:
+            if c in ran:
+                raise Refused("overlapping cells: %s ran in shard %d (%s) and shard %d (%s)" % (
+                    c, ran[c][0], ran[c][1], sh["index"], d))
+            ran[c] = (sh["index"], d)
+            if c not in sh["cells"]:
+                raise Refused("overlapping cells: %s has results for %s, which is not one of its cells" % (d, c))
+    all_cells = shards[0][1]["meta"]["shard"]["all_cells"]
+    if set(owner) != set(all_cells):
+        raise Refused("the shards' cells are not the selected cells: missing %s, extra %s" % (
+            " ".join(c for c in all_cells if c not in owner) or "none",
+            " ".join(c for c in owner if c not in all_cells) or "none"))
+    return sorted(shards, key=lambda s: s[1]["meta"]["shard"]["index"])
+
+
+def merge_env(shards):
+    """One environment for the merged report: the shared commit, the
+    toolchain versions (a version that differs between shards is listed per
+    shard and noted), every machine."""
+    metas = [(rep["meta"]["shard"]["index"], rep["meta"]) for _, rep, _ in shards]
+    tools, warnings = {}, []
+    for k in sorted({k for _, m in metas for k in m["toolchain"]}):
+        vals = [(i, m["toolchain"][k]) for i, m in metas if k in m["toolchain"]]
+        if len({v for _, v in vals}) == 1:
+            tools[k] = vals[0][1]
+        else:
+            tools[k] = "; ".join("shard %d: %s" % iv for iv in vals)
+            warnings.append("%s differs between shards" % k)
+
+    def joined(key):
+        out = []
+        for _, m in metas:
+            v = str(m["machine"].get(key))
+            if v not in out:
+                out.append(v)
+        return ", ".join(out)
+    first = metas[0][1]
+    env = {"toolchain": tools, "commit": first["commit"], "git": first.get("git"),
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "machine": {"hostname": joined("hostname"), "uname": joined("uname"),
+                       "cpus": "+".join(str(m["machine"].get("cpus")) for _, m in metas),
+                       "cpu": joined("cpu")}}
+    return env, warnings
+
+
+def merge_extras(shards):
+    """The checks outside the matrix: ci/report_test runs in every shard (all
+    must pass); ci/faults and ci/remote_cache_test in shard 1 only."""
+    extras = {}
+    for _, rep, _ in shards:
+        i = rep["meta"]["shard"]["index"]
+        for name in ("report_test", "faults", "remote_cache"):
+            if name not in rep:
+                continue
+            x = extras.setdefault(name, {"status": "PASS", "exit_status": 0, "shards": {}})
+            x["shards"][str(i)] = rep[name]
+            if rep[name].get("status", "PASS") != "PASS":
+                x["status"] = "FAIL"
+                x["exit_status"] = rep[name].get("exit_status", 1)
+            for k, v in rep[name].items():
+                if k not in ("status", "exit_status"):
+                    x.setdefault(k, v)
+    return extras
+
+
+def merge(a):
+    try:
+        shards = merge_check(a.shard_dirs, a.out)
+    except Refused as e:
+        print("ci/report.py merge: refused: %s" % e, file=sys.stderr)
+        return 2
+    first = shards[0][1]["meta"]
+    os.makedirs(a.out, exist_ok=True)
+    for f in ("report.md", "report.json", "report.html"):
+        if os.path.exists(os.path.join(a.out, f)):
+            os.remove(os.path.join(a.out, f))
+    shutil.rmtree(os.path.join(a.out, "cells"), ignore_errors=True)
+    env, warnings = merge_env(shards)
+    for d, rep, cells in shards:
+        m = rep["meta"]
+        for cid, src in cells.items():
+            dest = os.path.join(a.out, "cells", cid)
+            shutil.copytree(src, dest)
+            cj = os.path.join(dest, "cell.json")
+            cell = json.load(open(cj))
+            cell.update(shard=m["shard"]["index"], machine=m["machine"], toolchain=m["toolchain"],
+                        date=m["date"])
+            with open(cj, "w") as f:
+                json.dump(cell, f, indent=1)
+    # Extra files the shard-1 checks wrote (faults.md, remote-cache-test/...).
+    for name in ("faults.md", "faults-logs", "remote-cache-test", "remote_cache_test.log"):
+        for d, _, _ in shards:
+            src = os.path.join(d, name)
+            if os.path.exists(src) and not os.path.exists(os.path.join(a.out, name)):
+                (shutil.copytree if os.path.isdir(src) else shutil.copyfile)(src, os.path.join(a.out, name))
+    n = first["shard"]["count"]
+    run = {"filters": first.get("filters"), "shard": None,
+           "merged": {"count": n, "all_cells": first["shard"]["all_cells"],
+                      "table_sha256": first["shard"].get("table_sha256"), "warnings": warnings,
+                      "shards": [{"index": rep["meta"]["shard"]["index"], "dir": d,
+                                  "cells": rep["meta"]["shard"]["cells"],
+                                  "hostname": rep["meta"]["machine"]["hostname"],
+                                  "date": rep["meta"]["date"], "wall_seconds": rep["meta"]["wall_seconds"],
+                                  "overall": rep["meta"]["overall"], "command": rep["meta"]["command"]}
+                                 for d, rep, _ in shards]}}
+    ra = argparse.Namespace(out=a.out, scale=first["stress_scale"], layout=first.get("layout_filter") or "",
+                            profile=first["profile"], order=" ".join(first["shard"]["all_cells"]),
+                            wall=max(rep["meta"]["wall_seconds"] for _, rep, _ in shards),
+                            command="ci/report.py merge --out=%s %s" % (
+                                a.out, " ".join(d for d, _, _ in shards)))
+    report(ra, env=env, extras=merge_extras(shards), run=run)
+    return 0 if json.load(open(os.path.join(a.out, "report.json")))["meta"]["overall"] == "PASS" else 1
+
+
+def verdicts(path):
+    """cell id -> 'STATUS layout=STATUS ...' from a report.json."""
+    rep = json.load(open(path))
+    return {c["id"]: " ".join([c["status"]] + ["%s=%s" % (l, b["status"]) for l, b in sorted(c["layouts"].items())])
+            for c in rep["cells"]}
+
+
+def compare(a):
+    """Cell ids, statuses and per-layout statuses of two reports, as a diff."""
+    x, y = verdicts(a.a), verdicts(a.b)
+    same = True
+    for cid in sorted(set(x) | set(y)):
+        if x.get(cid) == y.get(cid):
+            print("  %-28s %s" % (cid, x[cid]))
+        else:
+            same = False
+            print("- %-28s %s" % (cid, x.get(cid, "(absent)")))
+            print("+ %-28s %s" % (cid, y.get(cid, "(absent)")))
+    print("%s: %d cells in %s, %d in %s" % ("same" if same else "DIFFERENT", len(x), a.a, len(y), a.b))
+    return 0 if same else 1
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -432,6 +844,24 @@ def bazel_version():
     return "bazel (Debian bazel-bootstrap %s)" % pkg
 
 
+def git_state():
+    """HEAD, whether tracked files differ from it, and a hash of that
+    difference: two runs with the same head and the same hash built the same
+    sources (untracked files are not counted, as before)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args):
+        return subprocess.run(["git", "-C", repo] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL).stdout
+    try:
+        head = git("rev-parse", "HEAD").decode().strip() or "?"
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+        diff = hashlib.sha256(git("diff", "HEAD", "--binary")).hexdigest() if dirty else None
+    except OSError:
+        head, dirty, diff = "?", False, None
+    return {"head": head, "dirty": dirty, "diff_sha256": diff}
+
+
 def environment(targets):
     tools = {"clang": run_first_line(["clang-19", "--version"]),
              "bazel": bazel_version(),
@@ -441,13 +871,8 @@ def environment(targets):
         qemu = target_table.TARGETS[t].qemu if t in target_table.TARGETS else None
         if qemu:
             tools[qemu] = run_first_line([qemu, "--version"])
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], stdout=subprocess.PIPE,
-                                universal_newlines=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
-    except OSError:
-        commit, dirty = "?", ""
+    git = git_state()
+    commit, dirty = git["head"], git["dirty"]
     cpu = "?"
     try:
         for line in open("/proc/cpuinfo"):
@@ -456,7 +881,7 @@ def environment(targets):
                 break
     except OSError:
         pass
-    return {"toolchain": tools, "commit": commit + ("-dirty" if dirty else ""),
+    return {"toolchain": tools, "commit": commit + ("-dirty" if dirty else ""), "git": git,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machine": {"hostname": socket.gethostname(), "uname": " ".join(platform.uname()),
                         "cpus": os.cpu_count(), "cpu": cpu}}
@@ -488,7 +913,9 @@ def lay_status(cell, layout):
     return cell["layouts"].get(layout, {}).get("status", "NOTRUN")
 
 
-def report(a):
+def report(a, env=None, extras=None, run=None):
+    """env, extras and run are given by merge (from the shards' reports);
+    a run of ci/qualify has them measured or derived from its arguments."""
     order = a.order.split() if a.order else []
     cells = load_cells(a.out, order)
     targets = []
@@ -497,7 +924,10 @@ def report(a):
             targets.append(c["target"])
     columns = sorted({(c["sanitizer"], c["spin"]) for c in cells}, key=column_key)
     grid = {(c["target"], c["sanitizer"], c["spin"]): c for c in cells}
-    env = environment(targets)
+    if env is None:
+        env = environment(targets)
+    if run is None:
+        run = run_meta(a, order)
     layouts = []
     for c in cells:
         for l in c["layouts"]:
@@ -509,9 +939,10 @@ def report(a):
     failed = [c for c in cells if c["status"] != "PASS"]
     planned = order or [c["id"] for c in cells]
     missing = [i for i in planned if i not in {c["id"] for c in cells}]
-    extras = {}
+    if extras is None:
+        extras = {}
     for name in ("report_test", "faults", "remote_cache"):
-        rc = getattr(a, name + "_rc")
+        rc = getattr(a, name + "_rc", None)
         if rc is None:
             continue
         p = os.path.join(a.out, name + ".json")
@@ -528,7 +959,7 @@ def report(a):
     meta = dict(env, profile=a.profile, stress_scale=a.scale, wall_seconds=a.wall,
                 layout_filter=a.layout or None, overall=overall, cells_planned=len(planned),
                 cells_run=len(cells), cells_failed=len(failed), cells_missing=missing,
-                layouts=layouts, command=a.command,
+                layouts=layouts, command=a.command, **run,
                 targets_without_lockfree64=[t for t in targets if t in target_table.TARGETS
                                             and not target_table.TARGETS[t].lockfree64])
 
@@ -540,8 +971,9 @@ def report(a):
                             "spin": c["spin"], "status": b["status"], "tests_run": b["run"],
                             "tests_failed": b["failed"], "failed_tests": b["failed_tests"],
                             "duration_seconds": c["seconds"], "seeds": b["seeds"],
-                            "cell": c["id"], "toolchain": env["toolchain"], "commit": env["commit"],
-                            "date": env["date"], "machine": env["machine"]})
+                            "cell": c["id"], "toolchain": c.get("toolchain", env["toolchain"]),
+                            "commit": env["commit"], "date": c.get("date", env["date"]),
+                            "machine": c.get("machine", env["machine"])})
     with open(os.path.join(a.out, "report.json"), "w") as f:
         json.dump({"meta": meta, "results": records, "cells": cells, **extras}, f, indent=1)
 
@@ -552,6 +984,7 @@ def report(a):
               a.profile, a.scale, len(cells), len(planned), len(failed), fmt_secs(a.wall),
               short_commit(env["commit"]), env["date"], env["machine"]["hostname"], env["machine"]["cpus"]),
           ""]
+    md += run_lines(run)
     if a.layout:
         md += ["Layout filter: only `%s` typed tests ran (`--test_filter=*/%s.*`); "
                "the common bucket holds only tests that ignore gtest filters." % (a.layout, a.layout), ""]
@@ -667,6 +1100,7 @@ def render_html(meta, cells, targets, columns, grid, layouts, extras):
              e(meta["profile"]), e(str(meta["stress_scale"])), meta["cells_run"], meta["cells_planned"],
              meta["cells_failed"], fmt_secs(meta["wall_seconds"]), e(short_commit(meta["commit"])), e(meta["date"]),
              e(meta["machine"]["hostname"])),
+         "".join("<p class='run'>%s</p>" % e(l) for l in run_lines(meta) if l),
          "<p>Click a cell for its failing tests, decoded lock state, log excerpt and replay command. "
          "Layouts: %s.</p>" % e(", ".join(layouts)),
          "<table class='grid' id='grid'><tr><th>target</th>"]
@@ -749,9 +1183,37 @@ def main():
     r.add_argument("--faults-rc", type=int, default=None, help="ci/faults ran, with this status")
     r.add_argument("--remote-cache-rc", type=int, default=None,
                    help="ci/remote_cache_test ran, with this status")
+    r.add_argument("--shard", default="", help="this run is shard I/N (ci/qualify --shard)")
+    r.add_argument("--all-cells", default="", help="with --shard: every cell the filters select")
+    r.add_argument("--table", default=TABLE, help="with --shard: the durations table of the split")
+    for k in ("target", "sanitizer", "spin"):
+        r.add_argument("--filter-" + k, default="", help="ci/qualify --%s, recorded for merge" % k)
     r.set_defaults(fn=report)
+    s = sub.add_parser("shard", parents=[common],
+                       help="print the cells of shard I/N of --cells (stderr: the plan)")
+    s.add_argument("--shard", required=True)
+    s.add_argument("--cells", required=True, help="the selected cells, space-separated, in run order")
+    s.add_argument("--table", default=TABLE)
+    s.add_argument("--json", action="store_true", help="every shard, loads and estimates as JSON")
+    s.set_defaults(fn=shard_cmd)
+    d = sub.add_parser("durations", help="refresh %s from report.json files" % TABLE_NAME)
+    d.add_argument("reports", nargs="+", metavar="REPORT_JSON")
+    d.add_argument("--table", default=TABLE)
+    d.set_defaults(fn=durations_cmd)
+    m = sub.add_parser("merge", help="one report from the outputs of ci/qualify --shard 1/N .. N/N")
+    m.add_argument("--out", required=True)
+    m.add_argument("shard_dirs", nargs="+", metavar="SHARD_DIR")
+    m.set_defaults(fn=merge)
+    c = sub.add_parser("compare", help="diff the cell ids and statuses of two report.json")
+    c.add_argument("a")
+    c.add_argument("b")
+    c.set_defaults(fn=compare)
     a = p.parse_args()
-    sys.exit(a.fn(a) or 0)
+    try:
+        sys.exit(a.fn(a) or 0)
+    except Refused as e:
+        print("ci/report.py %s: %s" % (a.cmd, e), file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
