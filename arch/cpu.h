@@ -42,11 +42,11 @@ inline constexpr const char* kTargetName = RWSEM_TARGET_NAME;
 inline constexpr const char* kTargetName = "(built outside the rwsem toolchains)";
 #endif
 
-// Coherence granule the hot lock words are padded to. Larger than 64 bytes
-// on POWER (128) and z (256): sharing a line there costs as much as on any
-// other ISA, only the line is bigger. 64 everywhere else, including where
-// it is an over-estimate (32-bit PowerPC cores have 32-byte lines; padding
-// more costs memory, never correctness).
+// Coherence granule the hot lock words are padded to: 128 bytes on 64-bit
+// POWER, 256 on z, 32 on 32-bit PowerPC cores, and 64 everywhere else (the
+// Linux kernel's SMP_CACHE_BYTES on x86, arm, riscv, Loongson-3 mips64 and
+// sparc64; Cavium Octeon's 128-byte lines make 64 an under-estimate there,
+// which costs speed, never correctness).
 #if defined(__powerpc64__)
 inline constexpr std::size_t kCacheLineSize = 128;
 #elif defined(__s390x__)
@@ -73,6 +73,22 @@ inline void cpu_relax() {
 #elif defined(__powerpc__)
   // "or 1,1,1" lowers SMT thread priority; "or 2,2,2" restores it.
   __asm__ __volatile__("or 1,1,1\n\tor 2,2,2" ::: "memory");
+#elif defined(__mips__)
+  // What the Linux kernel does on Loongson-3 (the usual 64-bit MIPS
+  // hardware): its store-fill buffer may hold a store indefinitely while
+  // the core spins on reads, so a spin loop must drain it with a full
+  // barrier. Elsewhere on MIPS the kernel uses only a compiler barrier, and
+  // a sync there merely slows a spin. Not "pause" (MIPS32/64 R2): it stalls
+  // until the LL bit clears, which after a failed LL/SC compare-exchange
+  // (no SC) can take until the next interrupt.
+  __asm__ __volatile__("sync" ::: "memory");
+#elif defined(__sparc__) && defined(__arch64__)
+  // The Linux kernel's sparc64 cpu_relax() before boot-time patching:
+  // reading %ccr makes a T-series strand yield for a few cycles, and is a
+  // valid V9 instruction everywhere (QEMU included). The kernel patches in
+  // "wr %g0, 128, %asr27" (PAUSE) only on CPUs that have it (T4 and later),
+  // which user code cannot know at compile time.
+  __asm__ __volatile__("rd %%ccr, %%g0\n\trd %%ccr, %%g0\n\trd %%ccr, %%g0" ::: "memory");
 #else
   __asm__ __volatile__("" ::: "memory");
 #endif

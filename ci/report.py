@@ -1103,6 +1103,9 @@ def render_html(meta, cells, targets, columns, grid, layouts, extras):
          "".join("<p class='run'>%s</p>" % e(l) for l in run_lines(meta) if l),
          "<p>Click a cell for its failing tests, decoded lock state, log excerpt and replay command. "
          "Layouts: %s.</p>" % e(", ".join(layouts)),
+         "".join("<p class='run'>Partial target %s: no lock-free 64-bit atomics, so the 64-bit "
+                 "count layouts refuse to compile there and show as not run.</p>" % e(t)
+                 for t in meta.get("targets_without_lockfree64", [])),
          "<table class='grid' id='grid'><tr><th>target</th>"]
     for san, spin in columns:
         h.append("<th>%s<br>spin %s</th>" % (e(san), e(spin)))

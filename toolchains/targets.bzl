@@ -226,6 +226,51 @@ RWSEM_TARGETS = {
         extra_packages = [],
         notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
+    "mips64el": struct(
+        triple = "mips64el-linux-gnuabi64",  # the n64 ABI
+        debian_arch = "mips64el",
+        cpu = "@platforms//cpu:mips64",
+        qemu = "qemu-mips64el",
+        elf_machine = 8,  # EM_MIPS
+        bits = 64,
+        big_endian = False,
+        lockfree64 = True,  # lld/scd
+        # lld works while libgcc stays shared: -static-libgcc pulls in
+        # libgcc_eh.a, whose .eh_frame lld rejects in a PIE ("relocation
+        # R_MIPS_64 cannot be used against local symbol; recompile with
+        # -fPIC").
+        linker = "lld",
+        link_flags = [],
+        static_tests = False,
+        sanitizers = {"ubsan": "qualify"},
+        ubsan_runtime = False,
+        runtime_package = None,
+        extra_packages = [],
+        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
+    ),
+    "sparc64": struct(
+        triple = "sparc64-linux-gnu",
+        debian_arch = "sparc64",
+        cpu = "//toolchains:cpu_sparc64",
+        qemu = "qemu-sparc64",
+        elf_machine = 43,  # EM_SPARCV9
+        bits = 64,
+        big_endian = True,
+        lockfree64 = True,  # casx
+        # lld 19 knows none of the R_SPARC_GOTDATA_OP* relocations in
+        # Debian's crt files ("unknown relocation (82) against symbol
+        # main"), and with -no-pie still fails on symbols libc.so and
+        # libstdc++.so take from ld.so ("undefined reference:
+        # __thread_self").
+        linker = "bfd",
+        link_flags = [],
+        static_tests = False,
+        sanitizers = {"ubsan": "qualify"},
+        ubsan_runtime = False,
+        runtime_package = None,
+        extra_packages = ["binutils-sparc64-linux-gnu"],
+        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
+    ),
 }
 
 # The sanitizer configs of .bazelrc, in report order.
