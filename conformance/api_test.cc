@@ -97,8 +97,7 @@ TYPED_TEST(SharedTimedMutexApi, ExpiredWriterDoesNotStrandReaders) {
   g.spawn([&] { EXPECT_FALSE(sem.try_lock_for(2s)); writer_done = true; });
   ASSERT_TRUE(eventually(sem, [&] { return rwsem::testing::Peer::queue_length(sem) == 1; },
                          "timed writer queued"));
-  for (int i = 0; i < 3; ++i)
-    g.spawn([&] { sem.lock_shared(); readers_in++; sem.unlock_shared(); });
+  ASSERT_TRUE(g.spawn_n(3, [&](int) { sem.lock_shared(); readers_in++; sem.unlock_shared(); }));
   // While the writer waits, the readers queue behind it...
   // (On a very slow target the writer may give up first; then there is no
   // queue to check.)
@@ -146,15 +145,14 @@ TYPED_TEST(SharedTimedMutexApi, ManyThreadsTryLockShared) {
   typename TestFixture::Lock sem;
   std::atomic<int> refused{0};
   ThreadGroup g;
-  for (int t = 0; t < 8; ++t)
-    g.spawn([&] {
-      for (int i = 0; i < 2000; ++i) {
-        if (sem.try_lock_shared())
-          sem.unlock_shared();
-        else
-          refused++;
-      }
-    });
+  ASSERT_TRUE(g.spawn_n(8, [&](int) {
+    for (int i = 0; i < 2000; ++i) {
+      if (sem.try_lock_shared())
+        sem.unlock_shared();
+      else
+        refused++;
+    }
+  }));
   g.join();
   EXPECT_EQ(refused.load(), 0) << "try_lock_shared failed with no writer around";
   EXPECT_EQ(sem.count(), 0u) << sem.describe();

@@ -179,15 +179,14 @@ TEST(Mutex, TimedWaitersAndHandoffLeaveACleanWord) {
     ThreadGroup g;
     // One waiter that stays (so there is always someone to hand to) and two
     // whose deadlines pass around the unlock.
-    for (int i = 0; i < 3; ++i)
-      g.spawn([&, i] {
-        const auto wait = i == 0 ? std::chrono::microseconds(std::chrono::minutes(1))
-                                 : std::chrono::microseconds(200 * i);
-        if (m.try_lock_for(wait)) {
-          got++;
-          m.unlock();
-        }
-      });
+    ASSERT_TRUE(g.spawn_n(3, [&](int i) {
+      const auto wait = i == 0 ? std::chrono::microseconds(std::chrono::minutes(1))
+                               : std::chrono::microseconds(200 * i);
+      if (m.try_lock_for(wait)) {
+        got++;
+        m.unlock();
+      }
+    }));
     if (round % 2) {
       ASSERT_TRUE(eventually(m, [&] { return m.queue_length() > 0; }, "a waiter queued"));
       rwsem::testing::MutexPeer::request_handoff(m);

@@ -404,22 +404,22 @@ TYPED_TEST(Lifetime, ShortLivedThreads) {
   std::uint64_t threads_created = 0;
   {
     ThreadGroup spinners;
-    for (int s = 0; s < 2; ++s)
-      spinners.spawn([&, s] {
-        for (std::uint64_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
-          if ((mix(seed ^ (s * 1000003 + k)) & 3) == 0) read_once(0); else write_once(0);
-        }
-      });
+    ASSERT_TRUE(spinners.spawn_n(2, [&](int s) {
+      for (std::uint64_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+        if ((mix(seed ^ (s * 1000003 + k)) & 3) == 0) read_once(0); else write_once(0);
+      }
+    }));
     const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(run_for);
     for (std::uint64_t round = 0; Clock::now() < end; ++round) {
       ThreadGroup shorts;
-      for (int t = 0; t < 6; ++t, ++threads_created) {
+      const auto started = shorts.spawn_n(6, [&, round](int t) {
         const std::uint64_t r = mix(seed ^ (round << 8) ^ t);
-        shorts.spawn([&, r] {
-          read_once(r % 3);
-          write_once((r >> 8) % 5);  // an owner that exits right after this
-        });
-      }
+        read_once(r % 3);
+        write_once((r >> 8) % 5);  // an owner that exits right after this
+      });
+      if (!started) stop.store(true);  // the spinners end, so their group joins at once
+      ASSERT_TRUE(started) << "round " << round << ", seed=" << seed;
+      threads_created += 6;
       shorts.join();
     }
     stop.store(true);
@@ -668,17 +668,24 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
   int done = 0;
   {
     ThreadGroup bg;
-    for (int c = 0; c < 2; ++c)
-      bg.spawn([&, c] {
-        for (std::uint64_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
-          if ((k + c) & 1) { a.down_write(); busy_us(2); a.up_write(); }
-          else { a.down_read(); busy_us(2); a.up_read(); }
-          churns.fetch_add(1, std::memory_order_relaxed);
-        }
-      });
+    ASSERT_TRUE(bg.spawn_n(2, [&](int c) {
+      for (std::uint64_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+        if ((k + c) & 1) { a.down_write(); busy_us(2); a.up_write(); }
+        else { a.down_read(); busy_us(2); a.up_read(); }
+        churns.fetch_add(1, std::memory_order_relaxed);
+      }
+    }));
     bg.spawn([&] {
       while (!stop.load(std::memory_order_relaxed)) {
-        std::thread([&] { a.down_read(); a.up_read(); }).join();  // takes, returns a record
+        pthread_t t;  // a thread that takes and returns a record
+        const int err =
+            start_thread([&] { a.down_read(); a.up_read(); }, kThreadStackBytes, false, &t);
+        if (err != 0) {
+          ADD_FAILURE() << "short-lived thread " << spawned.load() + 1 << ": "
+                        << thread_start_failure(err, 3, 4, 3, kThreadStackBytes);
+          break;
+        }
+        pthread_join(t, nullptr);
         spawned.fetch_add(1, std::memory_order_relaxed);
       }
     });
@@ -753,31 +760,6 @@ struct ParkingLot {
   }
 };
 
-// A detached thread with a small stack: up to ~1000 of them stay parked,
-// which must fit a 32-bit guest's address space under QEMU.
-template <class F>
-void spawn_detached(F f) {
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 512 * 1024);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  auto* heap_f = new F(std::move(f));
-  pthread_t tid;
-  const int rc = pthread_create(
-      &tid, &attr,
-      [](void* p) -> void* {
-        F* fp = static_cast<F*>(p);
-        (*fp)();  // never returns: parks
-        return nullptr;
-      },
-      heap_f);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
-    std::fprintf(stderr, "pthread_create: %s\n", std::strerror(rc));
-    std::abort();
-  }
-}
-
 // The same race, set up so that only the lock can order it. Spinner Y
 // takes its thread record first. Then 70 new threads take records and stay
 // alive, so the pool must build a new chunk of records after Y's; the last
@@ -808,14 +790,21 @@ TYPED_TEST(Lifetime, SpinnerReadsANewOwnersRecordInOrder) {
     });
     while (stage.load(std::memory_order_relaxed) != 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
     std::atomic<int> taken{0};
-    for (int i = 0; i < 69; ++i)
-      spawn_detached([&] {
-        rwsem::internal::current_thread();  // a record for the rest of the process
-        // release/acquire: these threads' last touch of this stack frame
-        // happens before the main thread returns (it orders nothing for Y).
-        taken.fetch_add(1, std::memory_order_release);
-        ParkingLot::get().park();
-      });
+    // Detached and parked until the process ends (up to ~1000 such threads
+    // in this binary): start_detached_n() gives them the corpus's small
+    // stack, which lets them all fit a 32-bit guest's address space.
+    const auto parked = start_detached_n(69, [&](int) {
+      rwsem::internal::current_thread();  // a record for the rest of the process
+      // release/acquire: these threads' last touch of this stack frame
+      // happens before the main thread returns (it orders nothing for Y).
+      taken.fetch_add(1, std::memory_order_release);
+      ParkingLot::get().park();
+    });
+    if (!parked) {
+      stage.store(3, std::memory_order_relaxed);  // Y takes the free lock and ends
+      y.join();
+    }
+    ASSERT_TRUE(parked);
     while (taken.load(std::memory_order_acquire) != 69)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     std::thread x([&] {
@@ -857,37 +846,37 @@ TYPED_TEST(Lifetime, FirstLockConcurrent) {
   for (int round = 0; round < rounds; ++round) {
     std::atomic<int> ready{0}, finished{0};
     std::atomic<bool> go{false};
-    for (int t = 0; t < per_round; ++t) {
+    // Detached and parked until the process ends; see
+    // SpinnerReadsANewOwnersRecordInOrder.
+    ASSERT_TRUE(start_detached_n(per_round, [&, round](int t) {
       const std::uint64_t r = mix(seed ^ (std::uint64_t(round) << 32) ^ t);
-      spawn_detached([&, r, t] {
-        ready.fetch_add(1);
-        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-        // The first lock call this thread ever makes.
-        if (t % 4 == 0) {
-          l.lock();
-          const std::uint64_t v = counter;
-          busy_us(r % 20);
-          counter = v + 1;
-          l.unlock();
-          writes.fetch_add(1, std::memory_order_relaxed);
-        } else {
-          read_lock(l);
-          const std::uint64_t v = counter;
-          busy_us(r % 5);
-          if (counter != v) torn.fetch_add(1, std::memory_order_relaxed);
-          read_unlock(l);
-        }
-        for (int k = 0; k < 3; ++k) {
-          l.lock();
-          ++counter;
-          busy_us((r >> (8 + k)) % 4);
-          l.unlock();
-          writes.fetch_add(1, std::memory_order_relaxed);
-        }
-        finished.fetch_add(1, std::memory_order_release);
-        ParkingLot::get().park();
-      });
-    }
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      // The first lock call this thread ever makes.
+      if (t % 4 == 0) {
+        l.lock();
+        const std::uint64_t v = counter;
+        busy_us(r % 20);
+        counter = v + 1;
+        l.unlock();
+        writes.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        read_lock(l);
+        const std::uint64_t v = counter;
+        busy_us(r % 5);
+        if (counter != v) torn.fetch_add(1, std::memory_order_relaxed);
+        read_unlock(l);
+      }
+      for (int k = 0; k < 3; ++k) {
+        l.lock();
+        ++counter;
+        busy_us((r >> (8 + k)) % 4);
+        l.unlock();
+        writes.fetch_add(1, std::memory_order_relaxed);
+      }
+      finished.fetch_add(1, std::memory_order_release);
+      ParkingLot::get().park();
+    })) << "round " << round << ", seed=" << seed;
     ASSERT_TRUE(eventually(l, [&] { return ready.load() == per_round; },
                            "the new threads at the barrier"));
     go.store(true, std::memory_order_release);

@@ -67,20 +67,19 @@ class ReaderStream : public ::testing::Test {
     std::atomic<std::int64_t> longest_cs_ns{0};
     std::atomic<std::uint64_t> reads{0};
     ThreadGroup readers;
-    for (int i = 0; i < kReaders; ++i)
-      readers.spawn([&, i] {
-        std::mt19937 rng(1234u + static_cast<unsigned>(i));
-        std::uniform_int_distribution<int> cs_us(200, 2000);
-        nap(std::chrono::microseconds(500 * i));  // staggered start
-        while (!stop.load(std::memory_order_relaxed)) {
-          read_lock(sem);
-          const auto t0 = Clock::now();
-          nap(std::chrono::microseconds(cs_us(rng)));
-          update_max(longest_cs_ns, (Clock::now() - t0).count());
-          read_unlock(sem);
-          reads.fetch_add(1, std::memory_order_relaxed);
-        }
-      });
+    ASSERT_TRUE(readers.spawn_n(kReaders, [&](int i) {
+      std::mt19937 rng(1234u + static_cast<unsigned>(i));
+      std::uniform_int_distribution<int> cs_us(200, 2000);
+      nap(std::chrono::microseconds(500 * i));  // staggered start
+      while (!stop.load(std::memory_order_relaxed)) {
+        read_lock(sem);
+        const auto t0 = Clock::now();
+        nap(std::chrono::microseconds(cs_us(rng)));
+        update_max(longest_cs_ns, (Clock::now() - t0).count());
+        read_unlock(sem);
+        reads.fetch_add(1, std::memory_order_relaxed);
+      }
+    }));
     ASSERT_TRUE(eventually(sem, [&] { return reads.load() >= 2 * kReaders; }, "readers running"));
 
     constexpr int kRounds = 6;
@@ -179,18 +178,17 @@ class WriterStream : public ::testing::Test {
     std::atomic<std::int64_t> longest_cs_ns{0};
     std::atomic<std::uint64_t> writes{0};
     ThreadGroup hammers;
-    for (int i = 0; i < writers; ++i)
-      hammers.spawn([&] {
-        while (!stop.load(std::memory_order_relaxed)) {
-          sem.lock();
-          const auto t0 = Clock::now();
-          if (cs.count() > 0) busy_for(cs);
-          else for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
-          update_max(longest_cs_ns, (Clock::now() - t0).count());
-          sem.unlock();
-          writes.fetch_add(1, std::memory_order_relaxed);
-        }
-      });
+    ASSERT_TRUE(hammers.spawn_n(writers, [&](int) {
+      while (!stop.load(std::memory_order_relaxed)) {
+        sem.lock();
+        const auto t0 = Clock::now();
+        if (cs.count() > 0) busy_for(cs);
+        else for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
+        update_max(longest_cs_ns, (Clock::now() - t0).count());
+        sem.unlock();
+        writes.fetch_add(1, std::memory_order_relaxed);
+      }
+    }));
     ASSERT_TRUE(eventually(sem, [&] { return writes.load() > 100; }, "writers running"));
 
     std::atomic<bool> reader_done{false};
@@ -278,23 +276,24 @@ TYPED_TEST(Bypass, NoWriterBypassesAQueuedWriterOnceItOwnsHandoff) {
       sem.up_write();
     });
     ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "W queued"));
-    for (int i = 0; i < kHammers; ++i)
-      g.spawn([&] {
-        while (!hammer_go.load()) nap(50us);
-        while (!stop.load(std::memory_order_relaxed)) {
-          const bool saw_handoff = B::has_handoff(sem.count());
-          const bool saw_advance = advanced.load();
-          if (!sem.down_write_trylock()) {
-            rwsem::arch::cpu_relax();
-            continue;
-          }
-          if (!w_done.load()) {
-            (saw_handoff ? after_handoff : saw_advance ? after_timeout : before).fetch_add(1);
-          }
-          busy_for(cs);
-          sem.up_write();
+    const auto hammers = g.spawn_n(kHammers, [&](int) {
+      while (!hammer_go.load()) nap(50us);
+      while (!stop.load(std::memory_order_relaxed)) {
+        const bool saw_handoff = B::has_handoff(sem.count());
+        const bool saw_advance = advanced.load();
+        if (!sem.down_write_trylock()) {
+          rwsem::arch::cpu_relax();
+          continue;
         }
-      });
+        if (!w_done.load()) {
+          (saw_handoff ? after_handoff : saw_advance ? after_timeout : before).fetch_add(1);
+        }
+        busy_for(cs);
+        sem.up_write();
+      }
+    });
+    if (!hammers) sem.up_write();  // lets W finish, so the group joins at once
+    ASSERT_TRUE(hammers);
     hammer_go = true;
     sem.up_write();  // wakes W; the hammers race it for the free lock
     const bool bypassed = eventually(
@@ -380,40 +379,39 @@ TYPED_TEST(Signals, InterruptedWaitersNeitherEnterNorGiveUpEarly) {
   long shared_plain = 0;  // written only by write-lock holders
 
   sem.lock();
+  for (auto& o : outcome) o = 0;
   ThreadGroup g;
-  for (std::size_t i = 0; i < n; ++i) {
-    outcome[i] = 0;
-    g.spawn([&, i] {
-      handles[i] = pthread_self();
-      started.fetch_add(1);
-      const Spec s = specs[i];
-      const auto t0 = Clock::now();
-      bool ok;
-      if (s.timed == 0) {
-        if (s.reader) read_lock(sem); else sem.lock();
-        ok = true;
+  ASSERT_TRUE(g.spawn_n(static_cast<int>(n), [&](int t) {
+    const auto i = static_cast<std::size_t>(t);
+    handles[i] = pthread_self();
+    started.fetch_add(1);
+    const Spec s = specs[i];
+    const auto t0 = Clock::now();
+    bool ok;
+    if (s.timed == 0) {
+      if (s.reader) read_lock(sem); else sem.lock();
+      ok = true;
+    } else {
+      const auto d = s.timed == 1 ? std::chrono::nanoseconds(hang_limit()) : short_deadline;
+      ok = s.reader ? read_lock_for(sem, d) : write_lock_for(sem, d);
+    }
+    waited_ns[i] = (Clock::now() - t0).count();
+    if (ok) {
+      if (holder.load()) entered_while_held.fetch_add(1);
+      if (!s.reader || !kShared<T>) {
+        if (in_section.fetch_add(1) != 0) overlap.fetch_add(1);
+        ++shared_plain;
+        exclusive_entries.fetch_add(1);
+        in_section.fetch_sub(1);
+        sem.unlock();
       } else {
-        const auto d = s.timed == 1 ? std::chrono::nanoseconds(hang_limit()) : short_deadline;
-        ok = s.reader ? read_lock_for(sem, d) : write_lock_for(sem, d);
+        read_unlock(sem);
       }
-      waited_ns[i] = (Clock::now() - t0).count();
-      if (ok) {
-        if (holder.load()) entered_while_held.fetch_add(1);
-        if (!s.reader || !kShared<T>) {
-          if (in_section.fetch_add(1) != 0) overlap.fetch_add(1);
-          ++shared_plain;
-          exclusive_entries.fetch_add(1);
-          in_section.fetch_sub(1);
-          sem.unlock();
-        } else {
-          read_unlock(sem);
-        }
-      }
-      outcome[i] = ok ? 1 : 2;
-      // Stay alive until the signals stop: pthread_kill needs a live thread.
-      while (!finish.load()) nap(1ms);
-    });
-  }
+    }
+    outcome[i] = ok ? 1 : 2;
+    // Stay alive until the signals stop: pthread_kill needs a live thread.
+    while (!finish.load()) nap(1ms);
+  }));
   ASSERT_TRUE(eventually(sem, [&] { return started.load() == static_cast<int>(n); },
                          "waiters started"));
   nap(scaled(20ms));  // let them get past spinning into their waits

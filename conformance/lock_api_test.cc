@@ -99,17 +99,16 @@ TYPED_TEST(StdLockApi, TimedTryFailsAfterTheTimeAndLeavesNoTrace) {
     m.lock();
     const auto held = m.count();
     ThreadGroup g;
-    for (int i = 0; i < 3; ++i)
-      g.spawn([&] {
-        for (auto d : {1ms, 15ms}) {
-          const auto t0 = Clock::now();
-          EXPECT_FALSE(m.try_lock_for(d));
-          EXPECT_GE(Clock::now() - t0, d);
-          const auto until = Clock::now() + d;
-          EXPECT_FALSE(m.try_lock_until(until));
-          EXPECT_GE(Clock::now(), until);
-        }
-      });
+    ASSERT_TRUE(g.spawn_n(3, [&](int) {
+      for (auto d : {1ms, 15ms}) {
+        const auto t0 = Clock::now();
+        EXPECT_FALSE(m.try_lock_for(d));
+        EXPECT_GE(Clock::now() - t0, d);
+        const auto until = Clock::now() + d;
+        EXPECT_FALSE(m.try_lock_until(until));
+        EXPECT_GE(Clock::now(), until);
+      }
+    }));
     g.join();
     EXPECT_EQ(m.count(), held) << "timed-out waiters left flags behind: " << m.describe();
     m.unlock();
@@ -125,14 +124,13 @@ TYPED_TEST(StdLockApi, TimedTrySucceedsWhenFreedInTime) {
     m.lock();
     std::atomic<int> got{0}, started{0};
     ThreadGroup g;
-    for (int i = 0; i < 2; ++i)
-      g.spawn([&] {
-        started++;
-        if (m.try_lock_for(60s)) {
-          got++;
-          m.unlock();
-        }
-      });
+    ASSERT_TRUE(g.spawn_n(2, [&](int) {
+      started++;
+      if (m.try_lock_for(60s)) {
+        got++;
+        m.unlock();
+      }
+    }));
     ASSERT_TRUE(eventually(m, [&] { return started.load() == 2; }, "waiters started"));
     std::this_thread::sleep_for(5ms);  // let them queue (not required to pass)
     m.unlock();
@@ -148,13 +146,12 @@ TYPED_TEST(StdLockApi, LockExcludes) {
   TypeParam m;
   long counter = 0;  // protected by m, deliberately plain
   ThreadGroup g;
-  for (int t = 0; t < 4; ++t)
-    g.spawn([&] {
-      for (int i = 0; i < 5000; ++i) {
-        std::lock_guard<TypeParam> guard(m);
-        ++counter;
-      }
-    });
+  ASSERT_TRUE(g.spawn_n(4, [&](int) {
+    for (int i = 0; i < 5000; ++i) {
+      std::lock_guard<TypeParam> guard(m);
+      ++counter;
+    }
+  }));
   g.join();
   EXPECT_EQ(counter, 20000);
   EXPECT_EQ(m.count(), 0u) << m.describe();

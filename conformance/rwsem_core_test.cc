@@ -116,14 +116,12 @@ TYPED_TEST(RwsemCore, WakeBatchIsAtMost256Readers) {
 
   sem.down_write();
   ThreadGroup readers;
-  for (int i = 0; i < kReaders; ++i) {
-    readers.spawn([&] {
-      sem.down_read();
-      acquired.fetch_add(1);
-      while (!release.load()) std::this_thread::sleep_for(1ms);
-      sem.up_read();
-    });
-  }
+  ASSERT_TRUE(readers.spawn_n(kReaders, [&](int) {
+    sem.down_read();
+    acquired.fetch_add(1);
+    while (!release.load()) std::this_thread::sleep_for(1ms);
+    sem.up_read();
+  }));
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == kReaders; },
                          "all 300 readers queued behind the writer"));
   sem.up_write();
@@ -533,31 +531,29 @@ TYPED_TEST(RwsemCore, MixedSmokeOverPlainData) {
   long data[kWords] = {};
   std::atomic<int> torn{0};
   ThreadGroup g;
-  for (int t = 0; t < 4; ++t) {
-    g.spawn([&, t] {
-      for (int i = 0; i < 2000; ++i) {
-        switch ((i + t) % 5) {
-          case 0: {
-            std::unique_lock<typename TestFixture::Lock> l(sem);
+  ASSERT_TRUE(g.spawn_n(4, [&](int t) {
+    for (int i = 0; i < 2000; ++i) {
+      switch ((i + t) % 5) {
+        case 0: {
+          std::unique_lock<typename TestFixture::Lock> l(sem);
+          for (long& d : data) d++;
+          break;
+        }
+        case 1:
+          if (sem.down_write_timeout(100us)) {
             for (long& d : data) d++;
-            break;
-          }
-          case 1:
-            if (sem.down_write_timeout(100us)) {
-              for (long& d : data) d++;
-              sem.downgrade_write();
-              for (long d : data) torn += d != data[0];
-              sem.up_read();
-            }
-            break;
-          default: {
-            std::shared_lock<typename TestFixture::Lock> l(sem);
+            sem.downgrade_write();
             for (long d : data) torn += d != data[0];
+            sem.up_read();
           }
+          break;
+        default: {
+          std::shared_lock<typename TestFixture::Lock> l(sem);
+          for (long d : data) torn += d != data[0];
         }
       }
-    });
-  }
+    }
+  }));
   g.join();
   EXPECT_EQ(torn.load(), 0);
   EXPECT_EQ(sem.count(), 0u) << sem.describe();

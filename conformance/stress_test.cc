@@ -78,15 +78,14 @@ TYPED_TEST(Stress, StarvationBoundUnderWriterStream) {
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> hammer_ops{0};
   ThreadGroup hammers;
-  for (int i = 0; i < 2; ++i)
-    hammers.spawn([&] {
-      while (!stop.load(std::memory_order_relaxed)) {
-        sem.lock();
-        for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
-        sem.unlock();
-        hammer_ops.fetch_add(1, std::memory_order_relaxed);
-      }
-    });
+  ASSERT_TRUE(hammers.spawn_n(2, [&](int) {
+    while (!stop.load(std::memory_order_relaxed)) {
+      sem.lock();
+      for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
+      sem.unlock();
+      hammer_ops.fetch_add(1, std::memory_order_relaxed);
+    }
+  }));
   ASSERT_TRUE(eventually(sem, [&] { return hammer_ops.load() > 100; }, "writers running"));
   std::chrono::steady_clock::duration worst_read{}, worst_write{};
   for (int i = 0; i < 10; ++i) {

@@ -33,6 +33,7 @@
 #include "arch/cpu.h"
 #include "conformance/hang_guard.h"
 #include "conformance/lock_types.h"
+#include "conformance/test_util.h"
 
 namespace rwsem_test {
 
@@ -250,24 +251,28 @@ class Torture {
     const int n = p_.readers + p_.writers;
     std::vector<std::uint64_t> done(n, 0);
     std::atomic<bool> stop{false};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < n; ++t) {
-      threads.emplace_back([&, t] {
-        const bool writer = t >= p_.readers;
-        std::uint64_t acquired = 0;  // locktorture counts acquisitions
-        for (std::uint64_t k = 0; ops ? k < ops : !stop.load(std::memory_order_relaxed); ++k) {
-          if (!do_op(op_at(seed, writer, t, k))) continue;
-          ++acquired;
-          dog.progress();
-        }
-        done[t] = acquired;
-      });
+    ThreadGroup threads;
+    const ::testing::AssertionResult started = threads.spawn_n(n, [&](int t) {
+      const bool writer = t >= p_.readers;
+      std::uint64_t acquired = 0;  // locktorture counts acquisitions
+      for (std::uint64_t k = 0; ops ? k < ops : !stop.load(std::memory_order_relaxed); ++k) {
+        if (!do_op(op_at(seed, writer, t, k))) continue;
+        ++acquired;
+        dog.progress();
+      }
+      done[t] = acquired;
+    });
+    if (!started) {
+      ADD_FAILURE() << "[torture " << name_ << "] " << started.message();
+      return TortureStats{};
     }
     if (!ops) {
       std::this_thread::sleep_for(window);
       stop.store(true, std::memory_order_relaxed);
     }
-    for (auto& th : threads) th.join();
+    // No time limit: a run may be long (RWSEM_STRESS_OPS), and the watchdog
+    // fails it when it stops making progress.
+    threads.join_no_limit();
 
     TortureStats s;
     for (int t = 0; t < n; ++t) {
