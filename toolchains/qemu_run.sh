@@ -1,5 +1,7 @@
 #!/bin/bash
-# Runs a program built for any rwsem target on this x86-64 host.
+# Runs a program built for any rwsem target on this x86-64 host: under
+# qemu-<arch>, or, for a target the host kernel runs itself (i386), through
+# the sysroot's dynamic loader.
 #
 #   toolchains/qemu_run.sh <program> [args...]
 #
@@ -43,14 +45,25 @@ done
 command -v python3 >/dev/null || die "python3 not found: install the Debian package python3 (ci/setup does)"
 
 read -r kind qemu sysroot asan_opts < <(python3 "$table" runner "$prog") || die "cannot classify $prog"
+[[ -n "$kind" ]] || die "cannot classify $prog"
 [[ "$kind" == native ]] && exec "$@"
+[[ -d "$sysroot/lib" ]] || die "sysroot $sysroot missing: run ci/setup (it installs the cross libc of every target)"
+[[ "$asan_opts" == - ]] || export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}$asan_opts"
+
+if [[ "$kind" == loader ]]; then
+  # A target the host kernel runs itself (i386 on x86-64's IA-32 ABI):
+  # started by the sysroot's own dynamic loader, so the sysroot's libc is
+  # used with its own ld.so, never the host's copy of either.
+  ldso="$qemu"
+  "$ldso" --help >/dev/null 2>&1 ||
+    die "the host kernel cannot run $ldso (no IA-32 compatibility in this kernel?)"
+  shift
+  exec "$ldso" --library-path "$sysroot/lib" "$prog" "$@"
+fi
 
 qemu_bin="$(command -v "$qemu" || true)"
 [[ -n "$qemu_bin" ]] || die "$qemu not found: install the Debian package qemu-user (ci/setup does)"
-[[ -d "$sysroot/lib" ]] || die "sysroot $sysroot missing: run ci/setup (it installs the cross libc of every target)"
 command -v setarch >/dev/null || die "setarch not found: install the Debian package util-linux"
-
-[[ "$asan_opts" == - ]] || export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}$asan_opts"
 
 shift
 exec setarch x86_64 -R "$qemu_bin" -L "$sysroot" \

@@ -15,7 +15,9 @@ Stated per row (everything else is derived, see targets.py):
   debian_arch: Debian's name of the architecture, for the cross packages
                libc6-dev-<debian_arch>-cross and libstdc++-12-dev-<...>-cross.
   cpu:         constraint_value label for the platform's cpu.
-  qemu:        qemu-user binary, None for the host.
+  qemu:        qemu-user binary, or None where the host kernel runs the
+               target's programs itself (the host; i386 through x86-64's
+               IA-32 ABI, started by the sysroot's dynamic loader).
   elf_machine: e_machine of the target's executables (<elf.h> EM_*). The
                runner picks the emulator by it, and the arch probe checks the
                test binary's own header against it.
@@ -149,7 +151,13 @@ RWSEM_TARGETS = {
         triple = "i686-linux-gnu",
         debian_arch = "i386",
         cpu = "@platforms//cpu:i386",
-        qemu = "qemu-i386",
+        # Not qemu-i386: 7.2 breaks signal delivery to i386 guests (x87
+        # registers lost, and pthread_join failing with EDEADLK after a
+        # signal storm); the corpus saw torn deadlines, waiters entering a
+        # held lock and glibc malloc assertions in its signal tests. The
+        # arch probe's SignalDeliveryPreservesRegisters fails under it and
+        # passes on the host kernel.
+        qemu = None,
         elf_machine = 3,  # EM_386
         bits = 32,
         big_endian = False,
@@ -163,7 +171,7 @@ RWSEM_TARGETS = {
         extra_packages = [],
         notes = {
             "tsan": "TSan supports 64-bit targets only",
-            "asan": "single-threaded tests only: the runtime aborts in every new thread under 32-bit QEMU",
+            "asan": "single-threaded tests only: the runtime aborts in every new thread under 32-bit QEMU (not yet retried on the host kernel)",
         },
     ),
     "armv7": struct(

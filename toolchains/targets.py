@@ -11,7 +11,9 @@ is the only reader outside Bazel. Subcommands:
   targets.py packages               Debian packages for every target
   targets.py foreign-arches         dpkg architectures those packages need
   targets.py runner PROGRAM         how to run PROGRAM (read from its ELF header):
-                                    "native", or "qemu <binary> <sysroot> <asan_options>"
+                                    "native", "qemu <binary> <sysroot> <asan_options>",
+                                    or "loader <ld.so> <sysroot> <asan_options>"
+                                    (a target the host kernel runs itself)
   targets.py matrix                 "target: sanitizers" per qualification row
   targets.py cells test             ci/test's cells, one "name|flags|what" per line
   targets.py cell TARGET SAN SPIN [LAYOUT]
@@ -21,6 +23,7 @@ is the only reader outside Bazel. Subcommands:
   targets.py flags CONFIG           bazel flags for "target" or "target+sanitizer"
   targets.py qemu TARGET            the target's emulator binary ("" for the host)
 """
+import glob
 import os
 import re
 import struct as _struct
@@ -83,13 +86,13 @@ def sysroot(t):
 
 
 def asan_single_threaded(t):
-    return t.bits == 32 and t.qemu is not None
+    return t.bits == 32
 
 
 def asan_options(t):
     # LeakSanitizer cannot run under QEMU. On armv7 the malloc-time unwinder
     # fails a CHECK under qemu-arm, so no allocation stacks there.
-    if t.qemu is None:
+    if t is TARGETS[HOST]:
         return ""
     opts = "detect_leaks=0"
     if "allocation stacks" in t.notes.get("asan", ""):
@@ -156,8 +159,8 @@ def test_cells():
 
 def packages():
     pkgs = []
-    for t in TARGETS.values():
-        if t.qemu is not None:
+    for name, t in TARGETS.items():
+        if name != HOST:
             pkgs += ["libc6-dev-%s-cross" % t.debian_arch,
                      "libstdc++-12-dev-%s-cross" % t.debian_arch]
         if t.runtime_package:
@@ -205,7 +208,7 @@ def bazelrc_text():
             "%s --copt=-DRWSEM_EXPECTED_BIG_ENDIAN=%d" % (c, int(t.big_endian)),
             "%s --copt=-DRWSEM_EXPECTED_LOCKFREE64=%d" % (c, int(t.lockfree64)),
         ]
-        if t.qemu is not None:
+        if name != HOST:
             lines.append("%s --run_under=//toolchains:qemu_run" % c)
         if t.static_tests:
             lines.append("%s --dynamic_mode=off" % c)
@@ -226,7 +229,8 @@ def readme_table():
            "|---|---|---|---|---|---|---|---|"]
     for name, t in TARGETS.items():
         out.append("| %s | %s | %s | %d-bit %s-endian | %s | %s | %s | %s |" % (
-            name + (" (host)" if name == HOST else ""), t.triple, t.qemu or "native",
+            name + (" (host)" if name == HOST else ""), t.triple,
+            t.qemu or ("native" if name == HOST else "none: the host kernel runs it"),
             t.bits, "big" if t.big_endian else "little",
             "lock-free" if t.lockfree64 else "none: 32-bit layouts only",
             san_cell(t, "tsan"), san_cell(t, "asan"), san_cell(t, "ubsan")))
@@ -278,8 +282,8 @@ def sanity():
                 bad("sanitizers: %s: %s" % (s, where))
         if t.linker not in ("lld", "bfd"):
             bad("linker must be lld or bfd")
-        if (t.qemu is None) != (name == HOST):
-            bad("only the host (%s) runs without QEMU" % HOST)
+        if name == HOST and t.qemu is not None:
+            bad("the host runs its own programs")
     return ok
 
 
@@ -297,8 +301,15 @@ def runner(prog):
     machine = _struct.unpack((">" if data == 2 else "<") + "H", head[18:20])[0]
     for name, t in TARGETS.items():
         if elf_key(t) == (machine, cls, data):
-            if t.qemu is None:
+            if name == HOST:
                 return "native"
+            if t.qemu is None:
+                # The host kernel runs it (IA-32 on x86-64); the sysroot's
+                # loader keeps its libc apart from the host's.
+                loaders = sorted(glob.glob(os.path.join(sysroot(t), "lib", "ld-linux*.so*")))
+                if not loaders:
+                    die("%s: no ld-linux*.so* in %s/lib: run ci/setup" % (name, sysroot(t)), 127)
+                return "loader %s %s %s" % (loaders[0], sysroot(t), asan_options(t) or "-")
             return "qemu %s %s %s" % (t.qemu, sysroot(t), asan_options(t) or "-")
     die("%s: no target in toolchains/targets.bzl has ELF machine=%d class=%d data=%d"
         % (prog, machine, cls, data), 127)

@@ -3,6 +3,8 @@
 load("@bazel_tools//tools/cpp:unix_cc_toolchain_config.bzl", "cc_toolchain_config")
 load(":targets.bzl", "RWSEM_TARGETS")
 
+HOST = "x86_64"
+
 _LLVM = "/usr/lib/llvm-19"
 
 def _tool_paths():
@@ -87,7 +89,7 @@ def rwsem_toolchains():
                 # for powerpc-linux-gnu clang also looks in /usr/lib32 and
                 # would pick the host's i386 libgcc_s.so.1.
                 "-L/usr/" + t.triple + "/lib",
-            ] if t.qemu else []) + [
+            ] if name != HOST else []) + [
                 "-fuse-ld=" + t.linker,
                 "-Wl,-no-as-needed",
                 "-Wl,-z,relro,-z,now",
