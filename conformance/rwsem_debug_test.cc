@@ -118,10 +118,11 @@ TYPED_TEST(RwsemDebug, CorrectUseDoesNotAbort) {
 // A layout with an 8-bit owner field: no real thread's id fits, and the lock
 // must refuse the thread loudly instead of truncating its id.
 struct TinyOwnerLayout : rwsem::MergedOwnerLayout {
-  static constexpr const char* kName = "tiny-owner";
+  // maybe_unused: where the layout does not build (see below) nothing reads these.
+  [[maybe_unused]] static constexpr const char* kName = "tiny-owner";
   static constexpr int kOwnerBits = 8;
   static constexpr Word kWriterMask = ((Word{1} << kOwnerBits) - 1) << kOwnerShift;
-  static constexpr Word kReservedMask =
+  [[maybe_unused]] static constexpr Word kReservedMask =
       ((Word{1} << 48) - 1) & ~(kWriterMask | kWaiters | kHandoff);
   static constexpr bool encodable(std::uint64_t id) {
     return id != 0 && (id >> kOwnerBits) == 0;
@@ -130,12 +131,21 @@ struct TinyOwnerLayout : rwsem::MergedOwnerLayout {
   static constexpr std::uint64_t owner_id(Word w) { return (w & kWriterMask) >> kOwnerShift; }
 };
 
+// Where the merged layout does not build (lock_types.h) the test is
+// skipped; the alias then names a lock that builds, so the file compiles.
+using TinyOwnerSem = rwsem::BasicRwSemaphore<
+    std::conditional_t<kLayoutBuildsHere<TinyOwnerLayout>, TinyOwnerLayout,
+                       rwsem::Generic32Layout>>;
+
 // In every build, not only debug ones: the check guards the count.
 TEST(RwsemOwnerId, UnencodableOwnerIdFailsLoudly) {
+  if (!kLayoutBuildsHere<TinyOwnerLayout>)
+    GTEST_SKIP() << "the merged layout does not build on " << rwsem::arch::kTarget.name
+                 << " (no lock-free 64-bit atomics)";
   ASSERT_GE(rwsem::internal::current_thread().owner_id, 1u << 8);
   EXPECT_DEATH(
       {
-        rwsem::BasicRwSemaphore<TinyOwnerLayout> sem;
+        TinyOwnerSem sem;
         sem.down_write();
       },
       "owner id does not fit the count layout");
