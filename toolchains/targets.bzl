@@ -10,7 +10,8 @@ Every consumer reads this table; nothing else names a target's facts:
     packages, the ci/test and ci/qualify matrices, ci/faults' flags, the
     report's emulator versions and the README's target table.
 
-Stated per row (everything else is derived, see targets.py):
+Stated per row (everything else is derived, see targets.py); a row leaves
+out the fields whose value is the default in _DEFAULTS below:
   triple:      clang --target triple. Debian's cross sysroot is /usr/<triple>.
   debian_arch: Debian's name of the architecture, for the cross packages
                libc6-dev-<debian_arch>-cross and libstdc++-12-dev-<...>-cross.
@@ -43,8 +44,26 @@ Stated per row (everything else is derived, see targets.py):
                saying why (shown in the README's target table).
 """
 
+# What a row does not say: the commonest case of each field.
+_DEFAULTS = dict(
+    lockfree64 = True,
+    linker = "lld",
+    link_flags = [],
+    static_tests = False,
+    sanitizers = {"ubsan": "qualify"},
+    ubsan_runtime = False,
+    runtime_package = None,
+    extra_packages = [],
+    notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
+)
+
+def _target(**fields):
+    row = dict(_DEFAULTS)
+    row.update(fields)
+    return struct(**row)
+
 RWSEM_TARGETS = {
-    "x86_64": struct(
+    "x86_64": _target(
         triple = "x86_64-linux-gnu",
         debian_arch = "amd64",
         cpu = "@platforms//cpu:x86_64",
@@ -52,17 +71,12 @@ RWSEM_TARGETS = {
         elf_machine = 62,  # EM_X86_64
         bits = 64,
         big_endian = False,
-        lockfree64 = True,
-        linker = "lld",
-        link_flags = [],
-        static_tests = False,
         sanitizers = {"tsan": "test", "asan": "test", "ubsan": "test"},
         ubsan_runtime = True,
         runtime_package = "libclang-rt-19-dev:amd64",
-        extra_packages = [],
         notes = {},
     ),
-    "aarch64": struct(
+    "aarch64": _target(
         triple = "aarch64-linux-gnu",
         debian_arch = "arm64",
         cpu = "@platforms//cpu:aarch64",
@@ -70,10 +84,6 @@ RWSEM_TARGETS = {
         elf_machine = 183,  # EM_AARCH64
         bits = 64,
         big_endian = False,
-        lockfree64 = True,
-        linker = "lld",
-        link_flags = [],
-        static_tests = False,
         sanitizers = {"tsan": "test", "ubsan": "qualify"},
         ubsan_runtime = True,
         runtime_package = "libclang-rt-19-dev:arm64",
@@ -85,7 +95,7 @@ RWSEM_TARGETS = {
             "asan": "QEMU uses more than 24 GB for the shadow memory (OOM)",
         },
     ),
-    "ppc64le": struct(
+    "ppc64le": _target(
         triple = "powerpc64le-linux-gnu",
         debian_arch = "ppc64el",
         cpu = "//toolchains:cpu_ppc64le",
@@ -93,20 +103,12 @@ RWSEM_TARGETS = {
         elf_machine = 21,  # EM_PPC64
         bits = 64,
         big_endian = False,
-        lockfree64 = True,
-        linker = "lld",
-        link_flags = [],
-        static_tests = False,
-        sanitizers = {"ubsan": "qualify"},
-        ubsan_runtime = False,
-        runtime_package = None,
-        extra_packages = [],
         notes = {
             "tsan": "no runtime in Debian; GCC's fails under QEMU (toolchains/NOTES-ppc64le-tsan.md)",
             "asan": "no runtime in Debian",
         },
     ),
-    "ppc64": struct(
+    "ppc64": _target(
         triple = "powerpc64-linux-gnu",
         debian_arch = "ppc64",
         cpu = "//toolchains:cpu_ppc64",
@@ -114,19 +116,12 @@ RWSEM_TARGETS = {
         elf_machine = 21,  # EM_PPC64
         bits = 64,
         big_endian = True,
-        lockfree64 = True,
         # lld 19 fails on gtest's COMDAT groups for big-endian ELFv1
         # ("relocation refers to a discarded section").
         linker = "bfd",
-        link_flags = [],
-        static_tests = False,
-        sanitizers = {"ubsan": "qualify"},
-        ubsan_runtime = False,
-        runtime_package = None,
         extra_packages = ["binutils-powerpc64-linux-gnu"],
-        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
-    "ppc": struct(
+    "ppc": _target(
         triple = "powerpc-linux-gnu",
         debian_arch = "powerpc",
         cpu = "@platforms//cpu:ppc",
@@ -136,18 +131,12 @@ RWSEM_TARGETS = {
         big_endian = True,
         # 32-bit PowerPC has no 64-bit atomic instructions.
         lockfree64 = False,
-        linker = "lld",
         # lld-linked PIE executables crash at start-up under qemu-ppc
         # (SIGSEGV before main); non-PIE ones work.
         link_flags = ["-no-pie"],
         static_tests = True,
-        sanitizers = {"ubsan": "qualify"},
-        ubsan_runtime = False,
-        runtime_package = None,
-        extra_packages = [],
-        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
-    "i386": struct(
+    "i386": _target(
         triple = "i686-linux-gnu",
         debian_arch = "i386",
         cpu = "@platforms//cpu:i386",
@@ -162,19 +151,15 @@ RWSEM_TARGETS = {
         bits = 32,
         big_endian = False,
         lockfree64 = True,  # cmpxchg8b
-        linker = "lld",
-        link_flags = [],
-        static_tests = False,
         sanitizers = {"asan": "test", "ubsan": "test"},
         ubsan_runtime = True,
         runtime_package = "libclang-rt-19-dev:amd64",
-        extra_packages = [],
         notes = {
             "tsan": "TSan supports 64-bit targets only",
             "asan": "single-threaded tests only: the runtime aborts in every new thread under 32-bit QEMU (not yet retried on the host kernel)",
         },
     ),
-    "armv7": struct(
+    "armv7": _target(
         triple = "arm-linux-gnueabihf",
         debian_arch = "armhf",
         cpu = "@platforms//cpu:armv7",
@@ -183,22 +168,17 @@ RWSEM_TARGETS = {
         bits = 32,
         big_endian = False,
         lockfree64 = True,  # ldrexd/strexd
-        linker = "lld",
-        link_flags = [],
-        static_tests = False,
         sanitizers = {"asan": "test", "ubsan": "test"},
         # Debian's armhf UBSan runtime dies at start-up under qemu-arm 7.2
         # ("UndefinedBehaviorSanitizer: stack-overflow") when the
         # environment is small, as it is under bazel test.
-        ubsan_runtime = False,
         runtime_package = "libclang-rt-19-dev:armhf",
-        extra_packages = [],
         notes = {
             "tsan": "TSan supports 64-bit targets only",
             "asan": "single-threaded tests only, and reports lack allocation stacks (the malloc-time unwinder fails under qemu-arm)",
         },
     ),
-    "s390x": struct(
+    "s390x": _target(
         triple = "s390x-linux-gnu",
         debian_arch = "s390x",
         cpu = "@platforms//cpu:s390x",
@@ -206,17 +186,8 @@ RWSEM_TARGETS = {
         elf_machine = 22,  # EM_S390
         bits = 64,
         big_endian = True,
-        lockfree64 = True,
-        linker = "lld",
-        link_flags = [],
-        static_tests = False,
-        sanitizers = {"ubsan": "qualify"},
-        ubsan_runtime = False,
-        runtime_package = None,
-        extra_packages = [],
-        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
-    "riscv64": struct(
+    "riscv64": _target(
         triple = "riscv64-linux-gnu",
         debian_arch = "riscv64",
         cpu = "@platforms//cpu:riscv64",
@@ -224,17 +195,8 @@ RWSEM_TARGETS = {
         elf_machine = 243,  # EM_RISCV
         bits = 64,
         big_endian = False,
-        lockfree64 = True,
-        linker = "lld",
-        link_flags = [],
-        static_tests = False,
-        sanitizers = {"ubsan": "qualify"},
-        ubsan_runtime = False,
-        runtime_package = None,
-        extra_packages = [],
-        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
-    "mips64el": struct(
+    "mips64el": _target(
         triple = "mips64el-linux-gnuabi64",  # the n64 ABI
         debian_arch = "mips64el",
         cpu = "@platforms//cpu:mips64",
@@ -247,16 +209,8 @@ RWSEM_TARGETS = {
         # libgcc_eh.a, whose .eh_frame lld rejects in a PIE ("relocation
         # R_MIPS_64 cannot be used against local symbol; recompile with
         # -fPIC").
-        linker = "lld",
-        link_flags = [],
-        static_tests = False,
-        sanitizers = {"ubsan": "qualify"},
-        ubsan_runtime = False,
-        runtime_package = None,
-        extra_packages = [],
-        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
-    "sparc64": struct(
+    "sparc64": _target(
         triple = "sparc64-linux-gnu",
         debian_arch = "sparc64",
         cpu = "//toolchains:cpu_sparc64",
@@ -271,13 +225,7 @@ RWSEM_TARGETS = {
         # libstdc++.so take from ld.so ("undefined reference:
         # __thread_self").
         linker = "bfd",
-        link_flags = [],
-        static_tests = False,
-        sanitizers = {"ubsan": "qualify"},
-        ubsan_runtime = False,
-        runtime_package = None,
         extra_packages = ["binutils-sparc64-linux-gnu"],
-        notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
     ),
 }
 
