@@ -10,6 +10,7 @@
 #include "conformance/lock_types.h"
 #include "conformance/test_util.h"
 #include "lib/rwsem/rwsem.h"
+#include "lib/rwsem/testing.h"
 
 namespace rwsem_test {
 namespace {

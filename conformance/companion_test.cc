@@ -13,6 +13,7 @@
 #include "conformance/test_util.h"
 #include "lib/rwsem/mutex.h"
 #include "lib/rwsem/qrwlock.h"
+#include "lib/rwsem/testing.h"
 
 namespace rwsem_test {
 namespace {

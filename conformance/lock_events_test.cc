@@ -8,6 +8,7 @@
 #include "conformance/lock_types.h"
 #include "conformance/test_util.h"
 #include "lib/rwsem/rwsem.h"
+#include "lib/rwsem/testing.h"
 
 #if !defined(RWSEM_LOCK_EVENTS)
 #error "lock_events_test must be built with RWSEM_LOCK_EVENTS=1"

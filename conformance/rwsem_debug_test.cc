@@ -7,6 +7,7 @@
 
 #include "conformance/lock_types.h"
 #include "lib/rwsem/rwsem.h"
+#include "lib/rwsem/testing.h"
 
 #if !defined(RWSEM_DEBUG)
 #error "rwsem_debug_test must be built with RWSEM_DEBUG=1"

@@ -9,6 +9,7 @@
 #include "conformance/test_util.h"
 #include "conformance/torture.h"
 #include "lib/rwsem/rwsem.h"
+#include "lib/rwsem/testing.h"
 
 #if !defined(RWSEM_FAULT_MISSED_WAKEUP)
 #error "watchdog_demo_test must be built with RWSEM_FAULT_MISSED_WAKEUP"

@@ -42,6 +42,7 @@
 #include "lib/rwsem/osq.h"
 #include "lib/rwsem/qrwlock.h"
 #include "lib/rwsem/rwsem.h"
+#include "lib/rwsem/testing.h"
 
 namespace rwsem {
 namespace mc {

@@ -55,7 +55,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <sstream>
 #include <string>
 
 #include "arch/count_layouts.h"
@@ -130,18 +129,19 @@ class BasicMutex {
   std::string describe() const { return describe_word(count()); }
 
   static std::string describe_word(Word w) {
-    std::ostringstream os;
-    os << kName << " 0x" << std::hex << w << std::dec << " owner=";
-    if (L::owner_bits(w) == 0) {
-      os << "none";
-    } else {
-      os << "tid " << reinterpret_cast<const Record*>(L::owner_bits(w))->tid;
-    }
-    if (L::has_waiters(w)) os << " waiters";
-    if (L::has_handoff(w)) os << " handoff";
-    if (L::has_pickup(w)) os << " pickup";
-    if (w & L::kReservedMask) os << " reserved-bits-set";
-    return os.str();
+    std::string s;
+    internal::append_format(&s, "%s 0x%llx owner=", kName, static_cast<unsigned long long>(w));
+    if (L::owner_bits(w) == 0)
+      s += "none";
+    else
+      internal::append_format(&s, "tid %u",
+                              static_cast<unsigned>(
+                                  reinterpret_cast<const Record*>(L::owner_bits(w))->tid));
+    if (L::has_waiters(w)) s += " waiters";
+    if (L::has_handoff(w)) s += " handoff";
+    if (L::has_pickup(w)) s += " pickup";
+    if (w & L::kReservedMask) s += " reserved-bits-set";
+    return s;
   }
 
   // Waiters on the list, for tests and diagnostics; kQueueUnreadable if the
@@ -421,36 +421,6 @@ class BasicMutex {
 };
 
 using Mutex = BasicMutex<internal::NativePlatform>;
-
-namespace testing {
-// Test access to what the protocol does between threads.
-struct MutexPeer {
-  // Calls f(name, address, size) for each word of the lock that threads
-  // share (the model checker names them in its traces).
-  template <class P, class F>
-  static void for_each_word(BasicMutex<P>& m, F f) {
-    f("owner", &m.owner_, sizeof m.owner_);
-    f("wait_lock", &m.wait_lock_, sizeof m.wait_lock_);
-    f("osq", &m.osq_, sizeof m.osq_);
-    f("first", &m.first_, sizeof m.first_);
-  }
-  // What a woken first waiter that failed to get the lock does: ask the
-  // owner for a handoff. Only meaningful while the lock is owned.
-  template <class P>
-  static void request_handoff(BasicMutex<P>& m) {
-    m.owner_.fetch_or(MutexOwnerLayout::kHandoff, std::memory_order_relaxed);
-  }
-  // The first waiter is asleep in its futex wait (not just queued).
-  template <class P>
-  static bool first_waiter_parked(BasicMutex<P>& m) {
-    m.wait_lock_.lock();
-    const bool parked = m.head_ != nullptr &&
-                        m.head_->thread->parked.load(std::memory_order_relaxed);
-    m.wait_lock_.unlock();
-    return parked;
-  }
-};
-}  // namespace testing
 
 }  // namespace rwsem
 

@@ -42,12 +42,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <sstream>
 #include <string>
 
 #include "arch/count_layouts.h"
 #include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/platform.h"
+#include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/spin_wait.h"
 
 namespace rwsem {
@@ -129,13 +129,15 @@ class BasicQRwLock {
   std::string describe() const { return describe_word(count()); }
 
   static std::string describe_word(Word c) {
-    std::ostringstream os;
-    os << kName << " 0x" << std::hex << c << std::dec << " readers=" << L::readers(c)
-       << " writer=" << (L::write_locked(c) ? "locked" : "none")
-       << (L::writer_waiting(c) ? " waiting" : "");
+    std::string s;
+    internal::append_format(&s, "%s 0x%llx readers=%llu writer=%s%s", kName,
+                            static_cast<unsigned long long>(c),
+                            static_cast<unsigned long long>(L::readers(c)),
+                            L::write_locked(c) ? "locked" : "none",
+                            L::writer_waiting(c) ? " waiting" : "");
     if (const Word stray = c & L::kWriterLocked; stray != 0 && stray != L::kWriterLocked)
-      os << " bad-writer-byte=0x" << std::hex << stray;
-    return os.str();
+      internal::append_format(&s, " bad-writer-byte=0x%llx", static_cast<unsigned long long>(stray));
+    return s;
   }
 
  private:
@@ -230,18 +232,6 @@ class BasicQRwLock {
 };
 
 using QRwLock = BasicQRwLock<internal::NativePlatform>;
-
-namespace testing {
-struct QRwLockPeer {
-  // Calls f(name, address, size) for each word of the lock that threads
-  // share (the model checker names them in its traces).
-  template <class P, class F>
-  static void for_each_word(BasicQRwLock<P>& l, F f) {
-    f("cnts", &l.cnts_, sizeof l.cnts_);
-    f("queue", &l.queue_, sizeof l.queue_);
-  }
-};
-}  // namespace testing
 
 static_assert(sizeof(std::atomic<QRwLock::Word>) == sizeof(QRwLock::Word),
               "the writer byte is addressed inside the lock word");

@@ -3,7 +3,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -13,15 +15,15 @@
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_record.h"
-#include "lib/rwsem/testing.h"
 
 namespace rwsem {
 namespace {
 
 std::atomic<std::int64_t> g_default_handoff_ns{kDefaultHandoffTimeout.count()};
 std::atomic<std::int64_t> g_default_spin_ns{kDefaultSpinBudget.count()};
-// nullptr = the real monotonic clock. Written only by tests.
-std::atomic<testing::FakeHandoffClock*> g_fake_clock{nullptr};
+// nullptr = the real monotonic clock. Written only by tests
+// (set_handoff_clock_override()).
+std::atomic<const std::atomic<std::int64_t>*> g_clock_override{nullptr};
 
 // Into [0, kMaxDefaultTunable] (config.h says why): the lock adds these to
 // a clock reading, and a signed overflow there is undefined behaviour.
@@ -60,10 +62,25 @@ std::int64_t default_handoff_timeout_ns() {
 }
 
 std::int64_t handoff_clock_now() {
-  // acquire pairs with the release in FakeHandoffClock's constructor, so a
-  // thread that sees the fake clock also sees its initial time.
-  testing::FakeHandoffClock* fake = g_fake_clock.load(std::memory_order_acquire);
-  return fake ? fake->now_ns() : arch::monotonic_now_ns();
+  // acquire pairs with the release in set_handoff_clock_override(), so a
+  // thread that sees the override also sees its initial time.
+  const std::atomic<std::int64_t>* clock = g_clock_override.load(std::memory_order_acquire);
+  // relaxed: the clock's value orders nothing; a test advances it while the
+  // waiters it means to time out are queued, and they read it under the
+  // wait lock.
+  return clock != nullptr ? clock->load(std::memory_order_relaxed) : arch::monotonic_now_ns();
+}
+
+bool set_handoff_clock_override(const std::atomic<std::int64_t>* clock) {
+  if (clock == nullptr) {
+    // release: as below (nothing to publish, but the order is symmetric).
+    g_clock_override.store(nullptr, std::memory_order_release);
+    return true;
+  }
+  const std::atomic<std::int64_t>* expected = nullptr;
+  // release pairs with the acquire in handoff_clock_now().
+  return g_clock_override.compare_exchange_strong(expected, clock, std::memory_order_release,
+                                                  std::memory_order_relaxed);
 }
 
 namespace {
@@ -193,23 +210,14 @@ void debug_fail(const char* what, const void* lock,
   std::abort();
 }
 
+void append_format(std::string* out, const char* fmt, ...) {
+  char buf[256];
+  std::va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n > 0) out->append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
+}
+
 }  // namespace internal
-
-namespace testing {
-
-FakeHandoffClock::FakeHandoffClock(std::int64_t start_ns) : now_(start_ns) {
-  FakeHandoffClock* expected = nullptr;
-  if (!g_fake_clock.compare_exchange_strong(expected, this,
-                                            std::memory_order_release,
-                                            std::memory_order_relaxed)) {
-    std::fprintf(stderr, "rwsem: only one FakeHandoffClock at a time\n");
-    std::abort();
-  }
-}
-
-FakeHandoffClock::~FakeHandoffClock() {
-  g_fake_clock.store(nullptr, std::memory_order_release);
-}
-
-}  // namespace testing
 }  // namespace rwsem

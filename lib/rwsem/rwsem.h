@@ -115,9 +115,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <iomanip>
-#include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -136,12 +133,15 @@
 #include "lib/rwsem/internal/waiter.h"
 #include "lib/rwsem/lock_events.h"
 #include "lib/rwsem/osq.h"
-#include "lib/rwsem/testing.h"
 
 #define RWSEM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RWSEM_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 namespace rwsem {
+
+namespace testing {
+struct Peer;  // test-only access (lib/rwsem/testing.h)
+}  // namespace testing
 
 inline constexpr bool kDebugEnabled =
 #if defined(RWSEM_DEBUG)
@@ -154,23 +154,24 @@ inline constexpr bool kDebugEnabled =
 template <class L>
 std::string describe(typename L::Word c) {
   using B = internal::CountBits<L>;
-  std::ostringstream os;
-  os << L::kName << " 0x" << std::hex << std::setw(B::kWordBits / 4)
-     << std::setfill('0') << static_cast<std::uint64_t>(c) << std::dec
-     << " readers=" << B::reader_count(c);
+  std::string s;
+  internal::append_format(&s, "%s 0x%0*llx readers=%llu", L::kName, B::kWordBits / 4,
+                          static_cast<unsigned long long>(c),
+                          static_cast<unsigned long long>(B::reader_count(c)));
   if (!B::is_write_locked(c))
-    os << " writer=none";
+    s += " writer=none";
   else if (L::kOwnerInCount)
-    os << " writer=0x" << std::hex << L::owner_id(c) << std::dec;
+    internal::append_format(&s, " writer=0x%llx",
+                            static_cast<unsigned long long>(L::owner_id(c)));
   else
-    os << " writer=locked";
-  if (B::has_waiters(c)) os << " waiters";
-  if (B::has_handoff(c)) os << " handoff";
-  if (B::is_read_fail(c)) os << " readfail";
+    s += " writer=locked";
+  if (B::has_waiters(c)) s += " waiters";
+  if (B::has_handoff(c)) s += " handoff";
+  if (B::is_read_fail(c)) s += " readfail";
   if (c & L::kReservedMask)
-    os << " reserved=0x" << std::hex
-       << static_cast<std::uint64_t>(c & L::kReservedMask) << std::dec;
-  return os.str();
+    internal::append_format(&s, " reserved=0x%llx",
+                            static_cast<unsigned long long>(c & L::kReservedMask));
+  return s;
 }
 
 namespace internal {
@@ -1152,69 +1153,6 @@ class BasicRwSemaphore {
 };
 
 using RwSemaphore = BasicRwSemaphore<DefaultLayout>;
-
-template <class L, class P>
-std::ostream& operator<<(std::ostream& os, const BasicRwSemaphore<L, P>& sem) {
-  return os << sem.describe();
-}
-
-// Raw access for tests (lib/rwsem/testing.h).
-namespace testing {
-struct Peer {
-  template <class L, class P>
-  static typename P::template Atomic<typename L::Word>& count(BasicRwSemaphore<L, P>& s) {
-    return s.count_;
-  }
-  // Calls f(name, address, size) for each word of the lock that threads
-  // share (the model checker names them in its traces).
-  template <class L, class P, class F>
-  static void for_each_word(BasicRwSemaphore<L, P>& s, F f) {
-    f("count", &s.count_, sizeof s.count_);
-    f("owner", &s.owner_, sizeof s.owner_);
-    f("osq", &s.osq_, sizeof s.osq_);
-    f("wait_lock", &s.wait_lock_, sizeof s.wait_lock_);
-  }
-  // Pretends `n` more (or, negative, fewer) readers hold the lock, as if
-  // that many had taken or released it, so tests reach READFAIL without
-  // 2^23 threads. Releasing does the wake-up up_read would do.
-  template <class L, class P>
-  static void add_phantom_readers(BasicRwSemaphore<L, P>& s, std::int64_t n) {
-    using Bits = internal::CountBits<L>;
-    using W = typename L::Word;
-    if (n >= 0) {
-      s.count_.fetch_add(static_cast<W>(static_cast<W>(n) * Bits::kReaderBias),
-                         std::memory_order_acq_rel);
-      return;
-    }
-    const W old = s.count_.fetch_sub(
-        static_cast<W>(static_cast<W>(-n) * Bits::kReaderBias),
-        std::memory_order_acq_rel);
-    if (Bits::needs_wake_after_reader_exit(
-            static_cast<W>(old - static_cast<W>(-n) * Bits::kReaderBias)))
-      s.wake();
-  }
-  // rwsem_wake() as an unlock that saw WAITERS would call it.
-  template <class L, class P>
-  static void wake(BasicRwSemaphore<L, P>& s) {
-    s.wake();
-  }
-  // Someone is in the optimistic spin queue.
-  template <class L, class P>
-  static bool spinning(BasicRwSemaphore<L, P>& s) {
-    return s.osq_.is_locked();
-  }
-  template <class L, class P>
-  static bool nonspinnable(BasicRwSemaphore<L, P>& s) {
-    return s.is_nonspinnable();
-  }
-  template <class L, class P>
-  static std::size_t queue_length(BasicRwSemaphore<L, P>& s) {
-    std::vector<typename BasicRwSemaphore<L, P>::WaiterInfo> v;
-    s.waiters(&v);
-    return v.size();
-  }
-};
-}  // namespace testing
 
 }  // namespace rwsem
 

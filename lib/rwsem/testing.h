@@ -1,10 +1,20 @@
-// Test-only hooks. Nothing in the lock's fast paths depends on them.
+// Test-only access to the locks (Bazel target //lib:testing, testonly):
+// a fake handoff clock, and the peers that read and poke the words of a
+// lock. Nothing here is part of the locks' API, and no lock header includes
+// it; each lock befriends its peer by a forward declaration.
 #ifndef RWSEM_LIB_TESTING_H_
 #define RWSEM_LIB_TESTING_H_
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
+
+#include "lib/rwsem/internal/count_bits.h"
+#include "lib/rwsem/mutex.h"
+#include "lib/rwsem/qrwlock.h"
+#include "lib/rwsem/rwsem.h"
 
 namespace rwsem {
 namespace testing {
@@ -29,9 +39,99 @@ class FakeHandoffClock {
   std::atomic<std::int64_t> now_;
 };
 
-// Raw access to a lock's count and wait queue. Defined in rwsem.h, where
-// BasicRwSemaphore befriends it.
-struct Peer;
+// Raw access to a BasicRwSemaphore's count and wait queue.
+struct Peer {
+  template <class L, class P>
+  static typename P::template Atomic<typename L::Word>& count(BasicRwSemaphore<L, P>& s) {
+    return s.count_;
+  }
+  // Calls f(name, address, size) for each word of the lock that threads
+  // share (the model checker names them in its traces).
+  template <class L, class P, class F>
+  static void for_each_word(BasicRwSemaphore<L, P>& s, F f) {
+    f("count", &s.count_, sizeof s.count_);
+    f("owner", &s.owner_, sizeof s.owner_);
+    f("osq", &s.osq_, sizeof s.osq_);
+    f("wait_lock", &s.wait_lock_, sizeof s.wait_lock_);
+  }
+  // Pretends `n` more (or, negative, fewer) readers hold the lock, as if
+  // that many had taken or released it, so tests reach READFAIL without
+  // 2^23 threads. Releasing does the wake-up up_read would do.
+  template <class L, class P>
+  static void add_phantom_readers(BasicRwSemaphore<L, P>& s, std::int64_t n) {
+    using Bits = internal::CountBits<L>;
+    using W = typename L::Word;
+    if (n >= 0) {
+      s.count_.fetch_add(static_cast<W>(static_cast<W>(n) * Bits::kReaderBias),
+                         std::memory_order_acq_rel);
+      return;
+    }
+    const W old = s.count_.fetch_sub(
+        static_cast<W>(static_cast<W>(-n) * Bits::kReaderBias),
+        std::memory_order_acq_rel);
+    if (Bits::needs_wake_after_reader_exit(
+            static_cast<W>(old - static_cast<W>(-n) * Bits::kReaderBias)))
+      s.wake();
+  }
+  // rwsem_wake() as an unlock that saw WAITERS would call it.
+  template <class L, class P>
+  static void wake(BasicRwSemaphore<L, P>& s) {
+    s.wake();
+  }
+  // Someone is in the optimistic spin queue.
+  template <class L, class P>
+  static bool spinning(BasicRwSemaphore<L, P>& s) {
+    return s.osq_.is_locked();
+  }
+  template <class L, class P>
+  static bool nonspinnable(BasicRwSemaphore<L, P>& s) {
+    return s.is_nonspinnable();
+  }
+  template <class L, class P>
+  static std::size_t queue_length(BasicRwSemaphore<L, P>& s) {
+    std::vector<typename BasicRwSemaphore<L, P>::WaiterInfo> v;
+    s.waiters(&v);
+    return v.size();
+  }
+};
+
+// Test access to what the mutex's protocol does between threads.
+struct MutexPeer {
+  // Calls f(name, address, size) for each word of the lock that threads
+  // share (the model checker names them in its traces).
+  template <class P, class F>
+  static void for_each_word(BasicMutex<P>& m, F f) {
+    f("owner", &m.owner_, sizeof m.owner_);
+    f("wait_lock", &m.wait_lock_, sizeof m.wait_lock_);
+    f("osq", &m.osq_, sizeof m.osq_);
+    f("first", &m.first_, sizeof m.first_);
+  }
+  // What a woken first waiter that failed to get the lock does: ask the
+  // owner for a handoff. Only meaningful while the lock is owned.
+  template <class P>
+  static void request_handoff(BasicMutex<P>& m) {
+    m.owner_.fetch_or(MutexOwnerLayout::kHandoff, std::memory_order_relaxed);
+  }
+  // The first waiter is asleep in its futex wait (not just queued).
+  template <class P>
+  static bool first_waiter_parked(BasicMutex<P>& m) {
+    m.wait_lock_.lock();
+    const bool parked = m.head_ != nullptr &&
+                        m.head_->thread->parked.load(std::memory_order_relaxed);
+    m.wait_lock_.unlock();
+    return parked;
+  }
+};
+
+struct QRwLockPeer {
+  // Calls f(name, address, size) for each word of the lock that threads
+  // share (the model checker names them in its traces).
+  template <class P, class F>
+  static void for_each_word(BasicQRwLock<P>& l, F f) {
+    f("cnts", &l.cnts_, sizeof l.cnts_);
+    f("queue", &l.queue_, sizeof l.queue_);
+  }
+};
 
 }  // namespace testing
 }  // namespace rwsem
