@@ -1,6 +1,7 @@
-// arch/count_layouts.h: every layout of a lock word in this project,
-// documented here and nowhere else: the rwsem count layouts, then the words
-// of the two companion locks (queued rwlock, mutex) at the end.
+// arch/count_layouts.h: every count layout of the rwsem, documented here and
+// nowhere else. Which one each ISA uses by default is in default_layout.h.
+// (The companion locks document their own words, which no ISA changes, at
+// the top of lib/rwsem/qrwlock.h and lib/rwsem/mutex.h.)
 //
 // A layout is data: the bit positions of one count word plus the pure
 // functions that put a writer's owner id into the word and take it out
@@ -29,10 +30,7 @@
 #ifndef RWSEM_ARCH_COUNT_LAYOUTS_H_
 #define RWSEM_ARCH_COUNT_LAYOUTS_H_
 
-#include <cstddef>
 #include <cstdint>
-
-#include "arch/cpu.h"
 
 namespace rwsem {
 
@@ -119,69 +117,6 @@ struct MergedOwnerLayout {
   static constexpr std::uint64_t owner_id(Word word) {
     return (word & kWriterMask) >> kOwnerShift;
   }
-};
-
-// ---------------------------------------------------------------------------
-// Queued rwlock word (lib/rwsem/qrwlock.h), 32 bits on every target.
-//
-//   bits 0-7    writer byte: 0x00 no writer, 0xff write locked
-//   bit  8      a writer at the head of the queue waits for readers to drain
-//   bits 9-31   reader count (23 bits), including readers that are backing
-//               out of a failed fast path
-//
-// The writer releases the lock by storing 0 to the writer byte alone, so the
-// WAITING bit and the reader count are untouched by that store. The byte's
-// address inside the word depends on byte order: the least significant
-// byte is the lowest address on little-endian targets and the highest on
-// big-endian ones (ppc64, ppc, s390x).
-// ---------------------------------------------------------------------------
-struct QRwLockLayout {
-  using Word = std::uint32_t;
-  static constexpr const char* kName = "qrwlock";
-  static constexpr Word kWriterLocked = 0xff;          // the whole writer byte
-  static constexpr Word kWriterWaiting = Word{1} << 8;
-  static constexpr Word kWriterMask = kWriterLocked | kWriterWaiting;
-  static constexpr int kReaderShift = 9;
-  static constexpr Word kReaderBias = Word{1} << kReaderShift;
-  static constexpr Word kReaderMask = ~kWriterMask;
-  // Offset, in bytes from the start of the word, of bits 0-7.
-  static constexpr std::size_t kWriterByteOffset =
-      arch::kTarget.big_endian ? sizeof(Word) - 1 : 0;
-
-  static constexpr Word readers(Word w) { return w >> kReaderShift; }
-  static constexpr bool write_locked(Word w) { return (w & kWriterLocked) != 0; }
-  static constexpr bool writer_waiting(Word w) { return (w & kWriterWaiting) != 0; }
-  static constexpr bool has_writer(Word w) { return (w & kWriterMask) != 0; }
-};
-
-// ---------------------------------------------------------------------------
-// Mutex owner word (lib/rwsem/mutex.h), pointer-sized.
-//
-//   bit  0      waiters: the wait list is not empty; unlock must wake
-//   bit  1      handoff: the first waiter asks the owner to hand it the lock
-//               on unlock instead of releasing it
-//   bit  2      pickup: the lock was handed to the thread in the owner bits,
-//               which has not taken it yet
-//   bits 6-     owner: the owning thread's 64-byte aligned record address
-//               (bits 3-5 are always 0); 0 = unlocked
-//
-// Invariant: handoff and pickup are only ever set while the owner bits are
-// non-zero, so a word whose owner bits are 0 is a free lock anyone may take.
-// ---------------------------------------------------------------------------
-struct MutexOwnerLayout {
-  using Word = std::uintptr_t;
-  static constexpr const char* kName = "mutex";
-  static constexpr Word kWaiters = 1;
-  static constexpr Word kHandoff = 2;
-  static constexpr Word kPickup = 4;
-  static constexpr Word kFlagMask = 7;
-  static constexpr Word kReservedMask = 0x38;
-
-  static constexpr Word owner_bits(Word w) { return w & ~(kFlagMask | kReservedMask); }
-  static constexpr Word flags(Word w) { return w & kFlagMask; }
-  static constexpr bool has_waiters(Word w) { return (w & kWaiters) != 0; }
-  static constexpr bool has_handoff(Word w) { return (w & kHandoff) != 0; }
-  static constexpr bool has_pickup(Word w) { return (w & kPickup) != 0; }
 };
 
 }  // namespace rwsem

@@ -39,7 +39,7 @@
 #include "lib/rwsem/internal/count_bits.h"
 #include "lib/rwsem/lock_events.h"
 #include "lib/rwsem/mutex.h"
-#include "lib/rwsem/osq.h"
+#include "lib/rwsem/internal/osq.h"
 #include "lib/rwsem/qrwlock.h"
 #include "lib/rwsem/rwsem.h"
 #include "lib/rwsem/testing.h"

@@ -5,7 +5,7 @@
 // atomics, fences, futex, clock, scheduler hints and thread records from a
 // platform policy (lib/rwsem/internal/platform.h).
 //
-// The lock word is the owner word (arch/count_layouts.h, MutexOwnerLayout):
+// The lock word is the owner word (MutexOwnerLayout, below):
 // the owning thread's record address, or 0, plus three flags (WAITERS,
 // HANDOFF, PICKUP). Uncontended, lock and unlock are one cmpxchg each.
 //
@@ -57,7 +57,6 @@
 #include <cstdint>
 #include <string>
 
-#include "arch/count_layouts.h"
 #include "arch/futex.h"
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/deadline.h"
@@ -66,9 +65,40 @@
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
-#include "lib/rwsem/osq.h"
+#include "lib/rwsem/internal/osq.h"
 
 namespace rwsem {
+
+// ---------------------------------------------------------------------------
+// The mutex owner word, pointer-sized (every bit of it is documented here
+// and nowhere else).
+//
+//   bit  0      waiters: the wait list is not empty; unlock must wake
+//   bit  1      handoff: the first waiter asks the owner to hand it the lock
+//               on unlock instead of releasing it
+//   bit  2      pickup: the lock was handed to the thread in the owner bits,
+//               which has not taken it yet
+//   bits 6-     owner: the owning thread's 64-byte aligned record address
+//               (bits 3-5 are always 0); 0 = unlocked
+//
+// Invariant: handoff and pickup are only ever set while the owner bits are
+// non-zero, so a word whose owner bits are 0 is a free lock anyone may take.
+// ---------------------------------------------------------------------------
+struct MutexOwnerLayout {
+  using Word = std::uintptr_t;
+  static constexpr const char* kName = "mutex";
+  static constexpr Word kWaiters = 1;
+  static constexpr Word kHandoff = 2;
+  static constexpr Word kPickup = 4;
+  static constexpr Word kFlagMask = 7;
+  static constexpr Word kReservedMask = 0x38;
+
+  static constexpr Word owner_bits(Word w) { return w & ~(kFlagMask | kReservedMask); }
+  static constexpr Word flags(Word w) { return w & kFlagMask; }
+  static constexpr bool has_waiters(Word w) { return (w & kWaiters) != 0; }
+  static constexpr bool has_handoff(Word w) { return (w & kHandoff) != 0; }
+  static constexpr bool has_pickup(Word w) { return (w & kPickup) != 0; }
+};
 
 namespace testing {
 struct MutexPeer;

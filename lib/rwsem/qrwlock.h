@@ -1,7 +1,7 @@
 // rwsem::QRwLock: the kernel's queued rwlock in user space, a fair spinning
 // reader-writer lock for short critical sections.
 //
-// Eight bytes: the 32-bit lock word (arch/count_layouts.h, QRwLockLayout:
+// Eight bytes: the 32-bit lock word (QRwLockLayout, below:
 // writer byte, WAITING bit, reader count) and a ticket lock that orders the
 // slow-path waiters. The fast paths touch only the lock word:
 //
@@ -41,16 +41,51 @@
 #define RWSEM_LIB_QRWLOCK_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "arch/count_layouts.h"
+#include "arch/cpu.h"
 #include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/spin_wait.h"
 
 namespace rwsem {
+
+// ---------------------------------------------------------------------------
+// The queued rwlock word, 32 bits on every target (every bit of it is
+// documented here and nowhere else).
+//
+//   bits 0-7    writer byte: 0x00 no writer, 0xff write locked
+//   bit  8      a writer at the head of the queue waits for readers to drain
+//   bits 9-31   reader count (23 bits), including readers that are backing
+//               out of a failed fast path
+//
+// The writer releases the lock by storing 0 to the writer byte alone, so the
+// WAITING bit and the reader count are untouched by that store. The byte's
+// address inside the word depends on byte order: the least significant
+// byte is the lowest address on little-endian targets and the highest on
+// big-endian ones (ppc64, ppc, s390x).
+// ---------------------------------------------------------------------------
+struct QRwLockLayout {
+  using Word = std::uint32_t;
+  static constexpr const char* kName = "qrwlock";
+  static constexpr Word kWriterLocked = 0xff;          // the whole writer byte
+  static constexpr Word kWriterWaiting = Word{1} << 8;
+  static constexpr Word kWriterMask = kWriterLocked | kWriterWaiting;
+  static constexpr int kReaderShift = 9;
+  static constexpr Word kReaderBias = Word{1} << kReaderShift;
+  static constexpr Word kReaderMask = ~kWriterMask;
+  // Offset, in bytes from the start of the word, of bits 0-7.
+  static constexpr std::size_t kWriterByteOffset =
+      arch::kTarget.big_endian ? sizeof(Word) - 1 : 0;
+
+  static constexpr Word readers(Word w) { return w >> kReaderShift; }
+  static constexpr bool write_locked(Word w) { return (w & kWriterLocked) != 0; }
+  static constexpr bool writer_waiting(Word w) { return (w & kWriterWaiting) != 0; }
+  static constexpr bool has_writer(Word w) { return (w & kWriterMask) != 0; }
+};
 
 namespace testing {
 struct QRwLockPeer;

@@ -13,8 +13,8 @@
 
 #include "arch/futex.h"
 #include "lib/rwsem/config.h"
+#include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
-#include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
 namespace {

@@ -132,7 +132,7 @@
 #include "lib/rwsem/internal/wait_lock.h"
 #include "lib/rwsem/internal/waiter.h"
 #include "lib/rwsem/lock_events.h"
-#include "lib/rwsem/osq.h"
+#include "lib/rwsem/internal/osq.h"
 
 #define RWSEM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RWSEM_UNLIKELY(x) __builtin_expect(!!(x), 0)

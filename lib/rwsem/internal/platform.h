@@ -48,12 +48,11 @@
 #include "arch/futex.h"
 #include "lib/rwsem/internal/perturb.h"
 #include "lib/rwsem/internal/runtime.h"
+#include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
 namespace internal {
 
-template <class P>
-struct BasicThreadRecord;  // thread_record.h
 struct NativePlatform;
 
 // The native thread's record: the thread-local fast path of
@@ -119,6 +118,15 @@ struct NativePlatform {
     }
   }
 };
+
+// The native record, for the pool (runtime.cc) and existing callers.
+using ThreadRecord = BasicThreadRecord<NativePlatform>;
+static_assert(alignof(ThreadRecord) == (1 << kOwnerIdShift),
+              "owner ids are record addresses >> kOwnerIdShift");
+
+// The calling native thread's record, taken from the pool on first use. For
+// tests and diagnostics; the lock code asks its policy (P::current_thread()).
+inline ThreadRecord& current_thread() { return NativePlatform::current_thread(); }
 
 }  // namespace internal
 }  // namespace rwsem

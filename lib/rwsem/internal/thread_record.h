@@ -7,10 +7,10 @@
 //
 // The record is a template on the platform policy P (platform.h), like
 // every lock: its flags are P's atomics, and P::current_thread() finds the
-// calling thread's record. ThreadRecord is the native one, and what follows
-// about the pool holds for it (runtime.cc); another policy keeps its own
-// records and must give them the same two properties: type-stable, and at
-// an address that round-trips through an owner id.
+// calling thread's record. ThreadRecord (platform.h) is the native one,
+// and what follows about the pool holds for it (runtime.cc); another policy
+// keeps its own records and must give them the same two properties:
+// type-stable, and at an address that round-trips through an owner id.
 //
 // Native records are type-stable: they come from a pool that is never freed,
 // and a thread's record returns to the pool when the thread exits. A spinner
@@ -45,8 +45,7 @@
 #include <cstdint>
 
 #include "lib/rwsem/internal/faults.h"
-#include "lib/rwsem/internal/platform.h"
-#include "lib/rwsem/osq.h"
+#include "lib/rwsem/internal/osq.h"
 
 namespace rwsem {
 namespace internal {
@@ -66,15 +65,6 @@ struct alignas(64) BasicThreadRecord {
   typename P::template Atomic<std::uint32_t> sleep{0};
   static constexpr std::uint32_t kAwake = 0, kAsleep = 1;
 };
-
-// The native record, for the pool (runtime.cc) and existing callers.
-using ThreadRecord = BasicThreadRecord<NativePlatform>;
-static_assert(alignof(ThreadRecord) == (1 << kOwnerIdShift),
-              "owner ids are record addresses >> kOwnerIdShift");
-
-// The calling native thread's record, taken from the pool on first use. For
-// tests and diagnostics; the lock code asks its policy (P::current_thread()).
-inline ThreadRecord& current_thread() { return NativePlatform::current_thread(); }
 
 // The record an owner id names. Round-trips with BasicThreadRecord::owner_id.
 template <class P>

@@ -25,8 +25,8 @@
 // and the lock's throughput 200x below its no-spinning rate. A joining
 // thread learns its place from its predecessor's node and leaves at once
 // (the give-up steps below) when it is past the limit.
-#ifndef RWSEM_LIB_OSQ_H_
-#define RWSEM_LIB_OSQ_H_
+#ifndef RWSEM_LIB_INTERNAL_OSQ_H_
+#define RWSEM_LIB_INTERNAL_OSQ_H_
 
 #include <atomic>
 #include <cstdint>
@@ -152,4 +152,4 @@ class SpinQueue {
 }  // namespace internal
 }  // namespace rwsem
 
-#endif  // RWSEM_LIB_OSQ_H_
+#endif  // RWSEM_LIB_INTERNAL_OSQ_H_
