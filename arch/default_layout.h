@@ -8,7 +8,8 @@ namespace rwsem {
 
 #if defined(__x86_64__)
 // Owner merged into the count: the owner is visible in the same atomic word
-// that says "write locked" (rwsem series patch 11).
+// that says "write locked" ("Merge owner into count on x86-64", rwsem
+// series patch 11).
 using DefaultLayout = MergedOwnerLayout;
 #elif defined(__LP64__) || defined(_LP64)
 using DefaultLayout = Generic64Layout;

@@ -60,8 +60,9 @@ TEST(QRwLock, UnlockClearsOnlyTheWriterByte) {
     in = true;
     q.unlock_shared();
   });
-  // Seed 003 patch 1: the reader at the head of the queue adds its bias
-  // while the writer still holds the lock, and waits only for LOCKED.
+  // The qrwlock series, "locking/qrwlock: Reduce reader/writer to reader lock transfer latency":
+  // the reader at the head of the queue adds its bias while the writer
+  // still holds the lock, and waits only for LOCKED.
   ASSERT_TRUE(eventually(q, [&] { return QL::readers(q.count()) == 1; },
                          "head reader adds its bias under the writer"));
   EXPECT_TRUE(QL::write_locked(q.count())) << q.describe();
@@ -73,8 +74,9 @@ TEST(QRwLock, UnlockClearsOnlyTheWriterByte) {
   EXPECT_EQ(q.count(), 0u) << q.describe();
 }
 
-// Seed 003 patch 2's other half: with readers present, a writer announces
-// itself with WAITING, and readers arriving after it queue behind it.
+// The other half of the qrwlock series' "locking/qrwlock: Reduce writer to writer lock transfer latency":
+// with readers present, a writer announces itself with WAITING, and readers
+// arriving after it queue behind it.
 TEST(QRwLock, WaitingWriterGoesBeforeLaterReaders) {
   rwsem::QRwLock q;
   q.lock_shared();

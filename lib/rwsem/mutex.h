@@ -33,8 +33,9 @@
 //    or PICKUP is set the owner bits are non-zero, so neither the fast path
 //    nor a spinner can take the lock.
 //
-// Not missing a wake-up (waiter-spinning series, patch 3)
-// ----------------------------------------
+// Not missing a wake-up ("locking/mutex: Avoid missed wakeup of mutex
+// waiter", the waiter-spinning series)
+// ----------------------------------------------------------------------
 // A waiter arms its record's sleep word (internal::arm()) *before* it looks
 // at the owner word, and the waker changes the owner word *before* it reads
 // the sleep word (internal::unpark()); thread_record.h draws the diagram

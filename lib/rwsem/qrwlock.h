@@ -183,8 +183,9 @@ class BasicQRwLock {
     // count again after this, so it cannot miss the decrement.
     cnts_.fetch_sub(L::kReaderBias, std::memory_order_relaxed);
     queue_.lock();
-    // Seed 003 patch 1: at the head of the queue, add the bias now and wait
-    // only for a writer that holds the lock. No writer can be in WAITING
+    // "locking/qrwlock: Reduce reader/writer to reader lock transfer latency"
+    // (the qrwlock series): at the head of the queue, add the bias now and
+    // wait only for a writer that holds the lock. No writer can be in WAITING
     // here: only the head of the queue sets WAITING, and it turns it into
     // LOCKED before it leaves the head. relaxed: the acquire is the load
     // that ends the wait.
@@ -201,7 +202,8 @@ class BasicQRwLock {
   void write_slow() {
     queue_.lock();
     internal::SpinWait<P> w;
-    // Seed 003 patch 2: one step while no reader is present. The word can be
+    // "locking/qrwlock: Reduce writer to writer lock transfer latency"
+    // (the qrwlock series): one step while no reader is present. The word can be
     // non-zero without readers only while a fast-path writer holds it.
     for (;;) {
       Word c = cnts_.load(std::memory_order_relaxed);

@@ -48,7 +48,7 @@
 //   set:   try_write_lock() (cmpxchg), mark_wake()'s reader test (add);
 //   clear: try_write_lock() success (cmpxchg), mark_wake() granting readers
 //          (add), a first waiter with handoff_set leaving (fetch_and).
-// This answers the review's double-increment objection: mark_wake() decides
+// So HANDOFF is never added twice, although mark_wake() decides
 // "set HANDOFF" from the value its own fetch_add returned and then adds the
 // bit, which would double it if anyone could set it in between. Nobody can:
 // every setter holds the wait lock, and none of the lock-free operations
