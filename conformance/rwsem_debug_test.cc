@@ -1,11 +1,15 @@
-// Debug mode (the kernel's DEBUG_RWSEMS): misuse aborts with a message that
-// names the lock, its decoded count and the calling thread. This file is
-// compiled with RWSEM_DEBUG=1 (see conformance/BUILD).
+// Debug mode (the kernel's DEBUG_RWSEMS and DEBUG_MUTEXES): misuse aborts
+// with a message that names the lock, its decoded word and the calling
+// thread. This file is compiled with RWSEM_DEBUG=1 (see conformance/BUILD).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "conformance/lock_types.h"
+#include "lib/rwsem/mutex.h"
 #include "lib/rwsem/rwsem.h"
 #include "lib/rwsem/testing.h"
 
@@ -104,6 +108,49 @@ TYPED_TEST(RwsemDebug, DestroyWhileLockedAborts) {
       TestFixture::report("rwsem destroyed while locked"));
 }
 
+// "Wait lock held" is checked, not only stated: a helper that needs the
+// wait lock aborts when its caller does not hold it...
+TYPED_TEST(RwsemDebug, HelperCalledWithoutTheWaitLockAborts) {
+  EXPECT_DEATH(
+      {
+        typename TestFixture::Lock sem;
+        (void)Peer::try_read_lock_unqueued(sem);
+      },
+      "a helper that needs the wait lock was called without it");
+}
+
+// ... and when another thread holds it (a check of "the wait lock is
+// locked" instead of "the caller holds it" would pass here) ...
+TYPED_TEST(RwsemDebug, HelperCalledUnderAnotherThreadsWaitLockAborts) {
+  EXPECT_DEATH(
+      {
+        typename TestFixture::Lock sem;
+        std::atomic<bool> held{false};
+        std::atomic<bool> done{false};
+        std::thread holder([&] {
+          Peer::with_wait_lock(sem, [&] {
+            held.store(true);
+            while (!done.load()) std::this_thread::yield();
+          });
+        });
+        while (!held.load()) std::this_thread::yield();
+        (void)Peer::try_read_lock_unqueued(sem);
+        done.store(true);
+        holder.join();
+      },
+      "a helper that needs the wait lock was called without it");
+}
+
+// ... and runs when the caller holds it.
+TYPED_TEST(RwsemDebug, HelperCalledUnderItsWaitLockRuns) {
+  typename TestFixture::Lock sem;
+  bool taken = false;
+  Peer::with_wait_lock(sem, [&] { taken = Peer::try_read_lock_unqueued(sem); });
+  EXPECT_TRUE(taken) << sem.describe();
+  sem.up_read();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
 TYPED_TEST(RwsemDebug, CorrectUseDoesNotAbort) {
   typename TestFixture::Lock sem;
   sem.down_write();
@@ -137,6 +184,65 @@ struct TinyOwnerLayout : rwsem::MergedOwnerLayout {
 using TinyOwnerSem = rwsem::BasicRwSemaphore<
     std::conditional_t<kLayoutBuildsHere<TinyOwnerLayout>, TinyOwnerLayout,
                        rwsem::Generic32Layout>>;
+
+// The mutex's debug mode: an unlock by a thread that does not own the lock,
+// a double unlock and destroying a held mutex abort with the decoded owner
+// word. Without the checks the first two would corrupt the owner word (the
+// non-owner's unlock takes the slow path and releases another thread's
+// lock).
+std::string mutex_report(const std::string& what) {
+  return what + ".*lock: +0x[0-9a-f]+.*count: +mutex 0x.*thread: tid [0-9]+";
+}
+
+TEST(MutexDebug, UnlockByNonOwnerAborts) {
+  EXPECT_DEATH(
+      {
+        rwsem::Mutex m;
+        m.lock();
+        std::thread([&] { m.unlock(); }).join();
+      },
+      mutex_report("unlock by a thread that is not the mutex's owner"));
+}
+
+TEST(MutexDebug, DoubleUnlockAborts) {
+  EXPECT_DEATH(
+      {
+        rwsem::Mutex m;
+        m.lock();
+        m.unlock();
+        m.unlock();
+      },
+      mutex_report("unlock of a mutex that is not locked"));
+}
+
+TEST(MutexDebug, DestroyWhileLockedAborts) {
+  EXPECT_DEATH(
+      {
+        rwsem::Mutex m;
+        m.lock();
+      },
+      mutex_report("mutex destroyed while locked"));
+}
+
+// Lock and unlock from several threads, contended (handoffs and pickups
+// included), pass every check.
+TEST(MutexDebug, CorrectUseDoesNotAbort) {
+  rwsem::Mutex m;
+  long counter = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) {
+        m.lock();
+        ++counter;
+        m.unlock();
+        if (m.try_lock()) m.unlock();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(counter, 4 * 20000);
+  EXPECT_EQ(m.count(), 0u) << m.describe();
+}
 
 // In every build, not only debug ones: the check guards the count.
 TEST(RwsemOwnerId, UnencodableOwnerIdFailsLoudly) {

@@ -71,6 +71,11 @@ def rwsem_toolchains():
                 "-fno-omit-frame-pointer",
                 "-fstack-protector",
                 "-U_FORTIFY_SOURCE",
+                # Checks the wait locks' annotations
+                # (lib/rwsem/internal/thread_annotations.h); RWSEM_COPTS'
+                # -Werror makes a finding fail the build. Here, not in
+                # RWSEM_COPTS: other compilers do not know the flag.
+                "-Wthread-safety",
             ] + trap,
             dbg_compile_flags = ["-g"],
             opt_compile_flags = [

@@ -7,6 +7,17 @@
 
 namespace rwsem {
 
+// Debug mode (--define=rwsem_debug=1, which defines RWSEM_DEBUG for the
+// library and everything that includes it): the DEBUG_RWSEMS-style checks
+// that abort with the decoded state. A whole-build switch: debug builds add
+// a field to the wait lock.
+inline constexpr bool kDebugEnabled =
+#if defined(RWSEM_DEBUG)
+    true;
+#else
+    false;
+#endif
+
 // A first waiter that has waited this long sets HANDOFF and stops lock
 // stealing until it owns the lock (the handoff commit: 4 ms). Real-time writers do not
 // wait for it.

@@ -64,6 +64,7 @@
 #include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
+#include "lib/rwsem/internal/thread_annotations.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
 #include "lib/rwsem/internal/osq.h"
@@ -127,26 +128,31 @@ class BasicMutex {
   BasicMutex& operator=(const BasicMutex&) = delete;
   // Waits until a thread that released the mutex is out of unlock()'s wait
   // lock (see "Lifetime" at the top and rwsem.h).
-  ~BasicMutex() { wait_lock_.wait_until_unlocked(); }
+  ~BasicMutex() {
+    wait_lock_.wait_until_unlocked();
+    if (kDebugEnabled && owner_.load(std::memory_order_relaxed) != 0)
+      debug_fail("mutex destroyed while locked or waited on");
+  }
 
   void lock() {
     if (!try_lock_fast()) lock_slow(arch::kNoDeadline);
   }
 
-  bool try_lock() { return try_acquire(self_word(), false); }
+  [[nodiscard]] bool try_lock() { return try_acquire(self_word(), false); }
 
   template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
     return try_lock_fast() || lock_slow(internal::deadline_after<P>(d));
   }
   template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+  [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
     return try_lock_fast() ||
            internal::until<P>(t, [this](std::int64_t d) { return lock_slow(d); });
   }
 
   void unlock() {
     const Word self = self_word();
+    if (kDebugEnabled) check_owner(self);
     Word expected = self;
     // release pairs with the acquire of whoever takes the lock next (fast
     // path, try_acquire, or the pickup of a handed-over lock).
@@ -211,6 +217,21 @@ class BasicMutex {
                                             : std::memory_order_acquire;
 
   static Word self_word() { return reinterpret_cast<Word>(&P::current_thread()); }
+
+  // ---- debug (--define=rwsem_debug=1) ----------------------------------------
+  [[noreturn]] void debug_fail(const char* what) const {
+    internal::debug_fail(what, this, describe());
+  }
+  // The caller of unlock() must own the lock. The owner bits name the owner
+  // from the moment it takes the lock (fast path, spin or pickup) until its
+  // unlock releases or hands over the lock; a handed-over lock names the
+  // waiter it was handed to. relaxed: only the owner itself writes owner
+  // bits equal to `self`, so an owner reads its own value.
+  void check_owner(Word self) const {
+    const Word w = owner_.load(std::memory_order_relaxed);
+    if (L::owner_bits(w) == 0) debug_fail("unlock of a mutex that is not locked (double unlock?)");
+    if (L::owner_bits(w) != self) debug_fail("unlock by a thread that is not the mutex's owner");
+  }
 
   bool try_lock_fast() {
     Word expected = 0;
@@ -350,7 +371,7 @@ class BasicMutex {
     return true;
   }
 
-  // A timed waiter's deadline passed. Under the wait lock: if the lock was
+  // A timed waiter's deadline passed. Takes the wait lock: if the lock was
   // handed to us meanwhile, keep it (return false); else leave the list.
   // An unlock() may have woken us just before we gave up; that wake-up was
   // meant for whoever is first, so if the lock is free we pass it on to the
@@ -411,7 +432,8 @@ class BasicMutex {
 
   // __mutex_handoff(): the owner word becomes the first waiter with PICKUP,
   // or free if the list emptied. Called by the owner under the wait lock.
-  void hand_over(Record* next) {
+  void hand_over(Record* next) RWSEM_REQUIRES(wait_lock_) {
+    wait_lock_.assert_held();
     Word w = owner_.load(std::memory_order_relaxed);
     for (;;) {
       Word n = w & L::kWaiters;
@@ -422,13 +444,15 @@ class BasicMutex {
   }
 
   // ---- the wait list (all under wait_lock_) -------------------------------
-  void enqueue(Waiter& n) {
+  void enqueue(Waiter& n) RWSEM_REQUIRES(wait_lock_) {
+    wait_lock_.assert_held();
     n.prev = tail_;
     if (tail_ != nullptr) tail_->next = &n; else head_ = &n;
     tail_ = &n;
     first_.store(head_, std::memory_order_relaxed);
   }
-  void dequeue(Waiter& n) {
+  void dequeue(Waiter& n) RWSEM_REQUIRES(wait_lock_) {
+    wait_lock_.assert_held();
     (n.prev != nullptr ? n.prev->next : head_) = n.next;
     (n.next != nullptr ? n.next->prev : tail_) = n.prev;
     first_.store(head_, std::memory_order_relaxed);
@@ -444,8 +468,8 @@ class BasicMutex {
   internal::BasicWaitLock<P> wait_lock_;
   std::int32_t spin_budget_ns_ = -1;  // < 0: the process-wide default
   internal::SpinQueue<P> osq_;
-  Waiter* head_ = nullptr;  // wait list, oldest first; under wait_lock_
-  Waiter* tail_ = nullptr;
+  Waiter* head_ RWSEM_GUARDED_BY(wait_lock_) = nullptr;  // wait list, oldest first
+  Waiter* tail_ RWSEM_GUARDED_BY(wait_lock_) = nullptr;
   // Copy of head_ for is_first(), stored under wait_lock_; relaxed loads
   // and stores: a hint, never dereferenced, only compared.
   typename P::template Atomic<Waiter*> first_{nullptr};

@@ -115,7 +115,7 @@ class BasicQRwLock {
     read_slow();
   }
 
-  bool try_lock_shared() {
+  [[nodiscard]] bool try_lock_shared() {
     Word c = cnts_.load(std::memory_order_relaxed);
     if (L::has_writer(c)) return false;
     // acquire: as in lock_shared().
@@ -139,7 +139,7 @@ class BasicQRwLock {
     write_slow();
   }
 
-  bool try_lock() {
+  [[nodiscard]] bool try_lock() {
     Word expected = 0;
     if (cnts_.load(std::memory_order_relaxed) != 0) return false;
     // acquire pairs with unlock_shared()'s release fetch_sub and with the

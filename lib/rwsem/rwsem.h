@@ -128,6 +128,7 @@
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/spin_wait.h"
+#include "lib/rwsem/internal/thread_annotations.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
 #include "lib/rwsem/internal/waiter.h"
@@ -142,13 +143,6 @@ namespace rwsem {
 namespace testing {
 struct Peer;  // test-only access (lib/rwsem/testing.h)
 }  // namespace testing
-
-inline constexpr bool kDebugEnabled =
-#if defined(RWSEM_DEBUG)
-    true;
-#else
-    false;
-#endif
 
 // Decodes a count word of layout L: "readers=3 writer=none waiters handoff".
 template <class L>
@@ -266,7 +260,7 @@ class BasicRwSemaphore {
 
   void down_read() { down_read_until_ns(arch::kNoDeadline); }
 
-  bool down_read_trylock() {
+  [[nodiscard]] bool down_read_trylock() {
     Word c = count_.load(std::memory_order_relaxed);
     while (!B::read_fails(c)) {
       // acquire pairs with the release of the last unlock.
@@ -278,7 +272,7 @@ class BasicRwSemaphore {
     return false;
   }
 
-  bool down_read_timeout(std::chrono::nanoseconds timeout) {
+  [[nodiscard]] bool down_read_timeout(std::chrono::nanoseconds timeout) {
     return down_read_until_ns(internal::deadline_after<Platform>(timeout));
   }
 
@@ -305,14 +299,14 @@ class BasicRwSemaphore {
 
   void down_write() { down_write_until_ns(arch::kNoDeadline); }
 
-  bool down_write_trylock() {
+  [[nodiscard]] bool down_write_trylock() {
     const Word w = internal::writer_word<Layout, Platform>();
     if (!try_write_lock_unqueued(w)) return false;
     set_owner();
     return true;
   }
 
-  bool down_write_timeout(std::chrono::nanoseconds timeout) {
+  [[nodiscard]] bool down_write_timeout(std::chrono::nanoseconds timeout) {
     return down_write_until_ns(internal::deadline_after<Platform>(timeout));
   }
 
@@ -363,27 +357,27 @@ class BasicRwSemaphore {
   // ---- SharedTimedMutex API ---------------------------------------------
 
   void lock() { down_write(); }
-  bool try_lock() { return down_write_trylock(); }
+  [[nodiscard]] bool try_lock() { return down_write_trylock(); }
   void unlock() { up_write(); }
   template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+  [[nodiscard]] bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
     return down_write_until_ns(internal::deadline_after<Platform>(d));
   }
   template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
+  [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
     return internal::until<Platform>(t,
                                      [this](std::int64_t d) { return down_write_until_ns(d); });
   }
 
   void lock_shared() { down_read(); }
-  bool try_lock_shared() { return down_read_trylock(); }
+  [[nodiscard]] bool try_lock_shared() { return down_read_trylock(); }
   void unlock_shared() { up_read(); }
   template <class Rep, class Period>
-  bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d) {
+  [[nodiscard]] bool try_lock_shared_for(const std::chrono::duration<Rep, Period>& d) {
     return down_read_until_ns(internal::deadline_after<Platform>(d));
   }
   template <class Clock, class Duration>
-  bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
+  [[nodiscard]] bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
     return internal::until<Platform>(t,
                                      [this](std::int64_t d) { return down_read_until_ns(d); });
   }
@@ -517,7 +511,8 @@ class BasicRwSemaphore {
 
   // A reader with an empty queue takes the lock unless a writer holds it,
   // HANDOFF is set, or the reader count is full. Wait lock held.
-  bool try_read_lock_unqueued() {
+  bool try_read_lock_unqueued() RWSEM_REQUIRES(wait_lock_) {
+    wait_lock_.assert_held();
     Word c = count_.load(std::memory_order_relaxed);
     while (!B::is_write_locked(c) && !B::has_handoff(c) && !B::is_read_fail(c)) {
       // acquire pairs with the release of the last unlock.
@@ -591,7 +586,8 @@ class BasicRwSemaphore {
   //               queued readers, but wake no writer;
   //   kReadOwned  the caller holds a read lock (downgrade): grant readers
   //               without testing for a writer.
-  void mark_wake(WakeType type, WakeList& wakes) {
+  void mark_wake(WakeType type, WakeList& wakes) RWSEM_REQUIRES(wait_lock_) {
+    wait_lock_.assert_held();
     Waiter* first = queue_.first();
     if (!first->is_reader()) {
       if (type == WakeType::kAny && wakes.wake(first)) RWSEM_EVENT_INC(wake_writer);
@@ -660,7 +656,8 @@ class BasicRwSemaphore {
 
   // rwsem_try_write_lock(): a queued writer takes the lock, or sets HANDOFF
   // when it is owed the lock. Wait lock held.
-  bool try_write_lock(Waiter& self, Word w) {
+  bool try_write_lock(Waiter& self, Word w) RWSEM_REQUIRES(wait_lock_) {
+    wait_lock_.assert_held();
     Waiter* first = queue_.first();
     Word c = count_.load(std::memory_order_relaxed);
     Word next;
@@ -696,7 +693,8 @@ class BasicRwSemaphore {
   }
 
   // out_nolock: a timed-out waiter leaves the queue. Wait lock held.
-  void remove_waiter(Waiter& self, WakeList& wakes) {
+  void remove_waiter(Waiter& self, WakeList& wakes) RWSEM_REQUIRES(wait_lock_) {
+    wait_lock_.assert_held();
     const bool was_first = queue_.first() == &self;
     queue_.remove(&self);
     if (queue_.empty()) {
@@ -1146,7 +1144,7 @@ class BasicRwSemaphore {
 
   Atomic<Word> count_{0};
   Atomic<std::uintptr_t> owner_{0};
-  internal::WaitQueue<Platform> queue_;  // guarded by wait_lock_
+  internal::WaitQueue<Platform> queue_ RWSEM_GUARDED_BY(wait_lock_);
   internal::SpinQueue<Platform> osq_;    // optimistic spinners
   internal::BasicWaitLock<Platform> wait_lock_;
   std::uint32_t config_ = ~0u;

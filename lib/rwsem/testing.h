@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/rwsem/internal/count_bits.h"
+#include "lib/rwsem/internal/thread_annotations.h"
 #include "lib/rwsem/mutex.h"
 #include "lib/rwsem/qrwlock.h"
 #include "lib/rwsem/rwsem.h"
@@ -86,6 +87,21 @@ struct Peer {
   template <class L, class P>
   static bool nonspinnable(BasicRwSemaphore<L, P>& s) {
     return s.is_nonspinnable();
+  }
+  // Runs f() with the lock's wait lock held by the calling thread.
+  template <class L, class P, class F>
+  static void with_wait_lock(BasicRwSemaphore<L, P>& s, F f) {
+    s.wait_lock_.lock();
+    f();
+    s.wait_lock_.unlock();
+  }
+  // A helper that requires the wait lock, called whether or not the caller
+  // holds it: how a test shows that debug builds check the requirement at
+  // run time (the static analysis is switched off for this one call).
+  template <class L, class P>
+  static bool try_read_lock_unqueued(BasicRwSemaphore<L, P>& s)
+      RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    return s.try_read_lock_unqueued();
   }
   template <class L, class P>
   static std::size_t queue_length(BasicRwSemaphore<L, P>& s) {

@@ -5,43 +5,72 @@
 // instructions; a holder that gets preempted makes the others sleep rather
 // than burn their time slices. Futex, yield, spin hint and perturbation
 // come from the platform policy P (platform.h).
+//
+// The wait lock is a Clang thread-safety capability: what it guards says
+// RWSEM_GUARDED_BY(wait_lock_), the helpers that need it say
+// RWSEM_REQUIRES(wait_lock_), and -Wthread-safety (the toolchains turn it
+// on) rejects a path that reaches them without it. Debug builds also check
+// at run time (assert_held()) that the caller is the holder, for what the
+// static analysis cannot see.
 #ifndef RWSEM_LIB_INTERNAL_WAIT_LOCK_H_
 #define RWSEM_LIB_INTERNAL_WAIT_LOCK_H_
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "arch/futex.h"
+#include "lib/rwsem/internal/runtime.h"
+#include "lib/rwsem/internal/thread_annotations.h"
 #include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
 namespace internal {
 
+// The lock and unlock operations below are where the capability begins and
+// ends; the analysis cannot see that a compare-exchange takes a lock, so
+// they are RWSEM_NO_THREAD_SAFETY_ANALYSIS (as every primitive lock's own
+// implementation is).
 template <class P>
-class BasicWaitLock {
+class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
  public:
-  void lock() {
+  void lock() RWSEM_ACQUIRE() RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     std::uint32_t expected = kFree;
     // acquire pairs with the release in unlock(): queue edits of the last
     // holder are visible to the next.
-    if (word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
-                                      std::memory_order_relaxed))
-      return;
-    lock_slow();
+    if (!word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
+                                       std::memory_order_relaxed))
+      lock_slow();
+    note_holder(true);
   }
 
-  bool try_lock() {
+  [[nodiscard]] bool try_lock() RWSEM_TRY_ACQUIRE(true) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     std::uint32_t expected = kFree;
-    return word_.compare_exchange_strong(expected, kHeld,
-                                         std::memory_order_acquire,
-                                         std::memory_order_relaxed);
+    const bool taken = word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
+                                                     std::memory_order_relaxed);
+    if (taken) note_holder(true);
+    return taken;
   }
 
-  void unlock() {
+  void unlock() RWSEM_RELEASE() RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    note_holder(false);
     // release pairs with the acquire in lock()/try_lock()/lock_slow().
     if (word_.exchange(kFree, std::memory_order_release) == kContended)
       P::futex_wake(&word_, 1);
     P::perturb();  // corpus builds only: whoever waited for the queue runs now
+  }
+
+  // Debug builds: aborts unless the calling thread holds this lock. What the
+  // helpers marked RWSEM_REQUIRES check at run time; nothing otherwise.
+  void assert_held() const {
+#if defined(RWSEM_DEBUG)
+    // relaxed: only the holder writes holder_ while it holds the lock, so a
+    // caller that holds it reads its own store; any other caller reads
+    // something else, which is all this needs to know.
+    if (holder_.load(std::memory_order_relaxed) != &P::current_thread())
+      debug_fail("a helper that needs the wait lock was called without it", this,
+                 "wait lock word " + std::to_string(word_.load(std::memory_order_relaxed)));
+#endif
   }
 
   bool is_locked() const { return word_.load(std::memory_order_relaxed) != kFree; }
@@ -61,7 +90,7 @@ class BasicWaitLock {
   static constexpr std::uint32_t kFree = 0, kHeld = 1, kContended = 2;
   static constexpr int kSpins = 100;
 
-  void lock_slow() {
+  void lock_slow() RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     for (int i = 0; i < kSpins; ++i) {
       P::cpu_relax();
       if (word_.load(std::memory_order_relaxed) == kFree && try_lock()) return;
@@ -73,7 +102,20 @@ class BasicWaitLock {
       P::futex_wait(&word_, kContended, arch::kNoDeadline);
   }
 
+  // Debug builds: records (held) or forgets (!held) the calling thread as
+  // the holder. Nothing otherwise: not even the thread-record lookup.
+  void note_holder([[maybe_unused]] bool held) {
+#if defined(RWSEM_DEBUG)
+    // relaxed: see assert_held().
+    holder_.store(held ? &P::current_thread() : nullptr, std::memory_order_relaxed);
+#endif
+  }
+
   typename P::template Atomic<std::uint32_t> word_{kFree};
+#if defined(RWSEM_DEBUG)
+  // The holder's thread record (debug builds only: assert_held()).
+  typename P::template Atomic<const void*> holder_{nullptr};
+#endif
 };
 
 }  // namespace internal
