@@ -58,6 +58,7 @@
 // "<name>+events", and report the lock event counters of every run. The
 // compared entries in //bench:lockbench are built with events off.
 #include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -1039,186 +1040,188 @@ void print_latency(std::ostream& os, const std::vector<LatencyResult>& lat, cons
 }
 
 // ---- JSON -------------------------------------------------------------------------
+// nlohmann/json (Debian's nlohmann-json3-dev); ordered_json keeps each record's
+// fields in the order written here.
 
-std::string jstr(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      o += ' ';
-      continue;
-    }
-    o += c;
-  }
-  return o + "\"";
-}
+using Json = nlohmann::ordered_json;
 
-std::string jnum(double x) {
-  if (std::isnan(x) || std::isinf(x)) return "null";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.9g", x);
-  return b;
-}
-
-// A JSON object, one field at a time: each record below is one small function.
-class JObj {
- public:
-  JObj& raw(const char* key, const std::string& json) {
-    body_ += (body_.empty() ? "" : ", ") + jstr(key) + ": " + json;
-    return *this;
-  }
-  JObj& str(const char* key, const std::string& v) { return raw(key, jstr(v)); }
-  JObj& num(const char* key, double v) { return raw(key, jnum(v)); }
-  JObj& u64(const char* key, std::uint64_t v) { return raw(key, std::to_string(v)); }
-  JObj& boolean(const char* key, bool v) { return raw(key, v ? "true" : "false"); }
-  std::string done() const { return "{" + body_ + "}"; }
-
- private:
-  std::string body_;
-};
+// A measured number; NaN and infinities (a ratio without its floor) are null.
+Json jnum(double x) { return std::isfinite(x) ? Json(x) : Json(nullptr); }
 
 template <class T, class F>
-std::string jarr(const std::vector<T>& v, F&& item, const char* sep = ", ") {
-  std::string o = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) o += (i ? sep : "") + item(v[i]);
-  return o + "]";
+Json jarr(const std::vector<T>& v, F&& item) {
+  Json a = Json::array();
+  for (const T& x : v) a.push_back(item(x));
+  return a;
 }
 
-std::string jlist(const std::vector<std::uint64_t>& v) {
-  return jarr(v, [](std::uint64_t x) { return std::to_string(x); });
+Json json_machine(const Machine& m) {
+  return {{"cpu", m.cpu},         {"cores", std::uint64_t(m.cores)},
+          {"kernel", m.kernel},   {"compiler", m.compiler},
+          {"date", m.date},       {"line", m.line()}};
 }
 
-std::string json_machine(const Machine& m) {
-  return JObj().str("cpu", m.cpu).u64("cores", m.cores).str("kernel", m.kernel)
-      .str("compiler", m.compiler).str("date", m.date).str("line", m.line()).done();
+Json json_config(const Config& cfg, const Think& think) {
+  return {{"window_s", jnum(cfg.window)},
+          {"reps", std::uint64_t(cfg.reps)},
+          {"quick", cfg.quick},
+          {"lock_events", rwsem::kLockEventsEnabled},
+          {"gbench_min_time_s", jnum(cfg.min_time)},
+          {"gate_min_max", jnum(kGate)},
+          {"median_rule", kMedianRule},
+          {"busy_threshold", jnum(kBusyThreshold)},
+          {"load_probe_s", jnum(kLoadProbe)},
+          {"wait_sample_every", std::uint64_t(kSampleEvery)},
+          {"wait_sample_cap", std::uint64_t(kSampleCap)},
+          {"think_ns_target", jnum(kThinkNs)},
+          {"think_ns", jnum(think.ns)},
+          {"think_iters", std::uint64_t(think.iters)}};
 }
 
-std::string json_config(const Config& cfg, const Think& think) {
-  return JObj().num("window_s", cfg.window).u64("reps", cfg.reps).boolean("quick", cfg.quick)
-      .boolean("lock_events", rwsem::kLockEventsEnabled).num("gbench_min_time_s", cfg.min_time)
-      .num("gate_min_max", kGate).str("median_rule", kMedianRule)
-      .num("busy_threshold", kBusyThreshold).num("load_probe_s", kLoadProbe)
-      .u64("wait_sample_every", kSampleEvery).u64("wait_sample_cap", kSampleCap)
-      .num("think_ns_target", kThinkNs).num("think_ns", think.ns).u64("think_iters", think.iters)
-      .done();
+Json json_lock(const Entry& l) {
+  return {{"name", l.name}, {"description", l.description}, {"exclusive_only", l.exclusive_only}};
 }
 
-std::string json_lock(const Entry& l) {
-  return JObj().str("name", l.name).str("description", l.description)
-      .boolean("exclusive_only", l.exclusive_only).done();
+Json json_scenario(int id, const std::string& key, const std::string& title) {
+  return {{"id", std::uint64_t(id)}, {"key", key}, {"title", title}};
 }
 
-std::string json_scenario(int id, const std::string& key, const std::string& title) {
-  return JObj().u64("id", id).str("key", key).str("title", title).done();
+Json json_spread(const Spread& s) {
+  return {{"n", std::uint64_t(s.n)},     {"min", std::uint64_t(s.min)},
+          {"mean", jnum(s.mean())},      {"max", std::uint64_t(s.max)},
+          {"sum", std::uint64_t(s.sum)}, {"min_max", jnum(s.min_max())}};
 }
 
-std::string json_spread(const Spread& s) {
-  return JObj().u64("n", s.n).u64("min", s.min).num("mean", s.mean()).u64("max", s.max)
-      .u64("sum", s.sum).num("min_max", s.min_max()).done();
+Json json_waits(const Waits& w) {
+  return {{"samples", std::uint64_t(w.samples)},
+          {"p50", jnum(w.p50)},
+          {"p99", jnum(w.p99)},
+          {"p999", jnum(w.p999)}};
 }
 
-std::string json_waits(const Waits& w) {
-  return JObj().u64("samples", w.samples).num("p50", w.p50).num("p99", w.p99)
-      .num("p999", w.p999).done();
-}
-
-std::string json_events(const rwsem::LockEventSnapshot& ev) {
-  JObj o;
+Json json_events(const rwsem::LockEventSnapshot& ev) {
+  Json o = Json::object();
   for (int e = 0; e < static_cast<int>(rwsem::LockEvent::kCount); ++e)
-    o.u64(rwsem::lock_event_name(static_cast<rwsem::LockEvent>(e)), ev.counts[e]);
-  return o.done();
+    o[rwsem::lock_event_name(static_cast<rwsem::LockEvent>(e))] = std::uint64_t(ev.counts[e]);
+  return o;
 }
 
 // Role-keyed object of f(role) for every role of the run.
 template <class F>
-std::string json_by_role(const RunResult& r, F&& f) {
-  JObj o;
-  for (char c : r.role_set()) o.raw(std::string(1, c).c_str(), f(c));
-  return o.done();
+Json json_by_role(const RunResult& r, F&& f) {
+  Json o = Json::object();
+  for (char c : r.role_set()) o[std::string(1, c)] = f(c);
+  return o;
 }
 
-std::string json_run(const RunResult& r) {
-  JObj o;
-  o.u64("scenario", r.scenario).str("lock", r.lock).u64("threads", r.threads).u64("rep", r.rep)
-      .u64("order", r.order).boolean("skipped", r.skipped)
-      .boolean("exclusive_only", r.exclusive_only).num("window_s", r.window);
-  if (r.skipped) return o.done();
-  o.num("elapsed_s", r.elapsed).u64("total_ops", r.total()).num("balanced_kops", r.balanced_kops())
-      .boolean("gate", r.gate()).num("rate_kops", r.rate_kops()).num("read_kops", r.read_kops())
-      .num("write_kops", r.write_kops()).num("jain", r.jain()).num("cpu_s", r.usage.cpu_s)
-      .u64("ctx_switches", r.usage.switches).u64("violations", r.violations)
-      .raw("by_role", json_by_role(r, [&](char c) { return json_spread(r.spread(c)); }))
-      .raw("wait_ns", json_by_role(r, [&](char c) { return json_waits(r.waits.at(c)); }))
-      .str("roles", r.roles).raw("reads", jlist(r.reads)).raw("writes", jlist(r.writes));
-  if (rwsem::kLockEventsEnabled) o.raw("events", json_events(r.events));
-  return o.done();
+Json json_run(const RunResult& r) {
+  Json o = {{"scenario", std::uint64_t(r.scenario)},
+            {"lock", r.lock},
+            {"threads", std::uint64_t(r.threads)},
+            {"rep", std::uint64_t(r.rep)},
+            {"order", std::uint64_t(r.order)},
+            {"skipped", r.skipped},
+            {"exclusive_only", r.exclusive_only},
+            {"window_s", jnum(r.window)}};
+  if (r.skipped) return o;
+  o["elapsed_s"] = jnum(r.elapsed);
+  o["total_ops"] = std::uint64_t(r.total());
+  o["balanced_kops"] = jnum(r.balanced_kops());
+  o["gate"] = r.gate();
+  o["rate_kops"] = jnum(r.rate_kops());
+  o["read_kops"] = jnum(r.read_kops());
+  o["write_kops"] = jnum(r.write_kops());
+  o["jain"] = jnum(r.jain());
+  o["cpu_s"] = jnum(r.usage.cpu_s);
+  o["ctx_switches"] = std::uint64_t(r.usage.switches);
+  o["violations"] = std::uint64_t(r.violations);
+  o["by_role"] = json_by_role(r, [&](char c) { return json_spread(r.spread(c)); });
+  o["wait_ns"] = json_by_role(r, [&](char c) { return json_waits(r.waits.at(c)); });
+  o["roles"] = r.roles;
+  o["reads"] = r.reads;
+  o["writes"] = r.writes;
+  if (rwsem::kLockEventsEnabled) o["events"] = json_events(r.events);
+  return o;
 }
 
-std::string json_summary(const Summary& s) {
-  JObj o;
-  o.u64("scenario", s.scenario).str("lock", s.lock).u64("threads", s.threads)
-      .boolean("skipped", s.skipped).u64("reps", s.reps);
-  if (!s.median) return o.done();
-  return o.num("median_balanced_kops", s.median_b).num("min_balanced_kops", s.min_b)
-      .num("max_balanced_kops", s.max_b).u64("median_rep", s.median->rep)
-      .boolean("starves", s.starves()).num("ceiling_ratio", s.ceiling_ratio)
-      .raw("median_min_max",
-           json_by_role(*s.median, [&](char c) { return jnum(s.median->spread(c).min_max()); }))
-      .done();
+Json json_summary(const Summary& s) {
+  Json o = {{"scenario", std::uint64_t(s.scenario)},
+            {"lock", s.lock},
+            {"threads", std::uint64_t(s.threads)},
+            {"skipped", s.skipped},
+            {"reps", std::uint64_t(s.reps)}};
+  if (!s.median) return o;
+  o["median_balanced_kops"] = jnum(s.median_b);
+  o["min_balanced_kops"] = jnum(s.min_b);
+  o["max_balanced_kops"] = jnum(s.max_b);
+  o["median_rep"] = std::uint64_t(s.median->rep);
+  o["starves"] = s.starves();
+  o["ceiling_ratio"] = jnum(s.ceiling_ratio);
+  o["median_min_max"] =
+      json_by_role(*s.median, [&](char c) { return jnum(s.median->spread(c).min_max()); });
+  return o;
 }
 
-std::string json_cell(const Cell& c) {
-  return JObj().u64("scenario", c.scenario).u64("threads", c.threads).num("busy", c.busy)
-      .boolean("suspect", c.suspect()).done();
+Json json_cell(const Cell& c) {
+  return {{"scenario", std::uint64_t(c.scenario)},
+          {"threads", std::uint64_t(c.threads)},
+          {"busy", jnum(c.busy)},
+          {"suspect", c.suspect()}};
 }
 
-std::string json_ceiling(const RunResult& r) {
-  return JObj().u64("scenario", r.scenario).str("roles", r.roles).num("elapsed_s", r.elapsed)
-      .u64("reads", RunResult::sum(r.reads)).u64("writes", RunResult::sum(r.writes))
-      .num("rate_kops", r.rate_kops()).done();
+Json json_ceiling(const RunResult& r) {
+  return {{"scenario", std::uint64_t(r.scenario)},
+          {"roles", r.roles},
+          {"elapsed_s", jnum(r.elapsed)},
+          {"reads", std::uint64_t(RunResult::sum(r.reads))},
+          {"writes", std::uint64_t(RunResult::sum(r.writes))},
+          {"rate_kops", jnum(r.rate_kops())}};
 }
 
-std::string json_latency(const LatencyResult& l, const LatencyResult* bare,
-                         const LatencyResult* cls) {
+Json json_latency(const LatencyResult& l, const LatencyResult* bare, const LatencyResult* cls) {
   const auto over = [](double x, const LatencyResult* floor, double LatencyResult::*f) {
     return floor ? x / floor->*f : NAN;
   };
-  return JObj().str("lock", l.lock).num("read_ns", l.read_ns).num("write_ns", l.write_ns)
-      .num("read_min_ns", l.read_min_ns).num("write_min_ns", l.write_min_ns)
-      .num("read_ratio", over(l.read_ns, bare, &LatencyResult::read_ns))
-      .num("write_ratio", over(l.write_ns, bare, &LatencyResult::write_ns))
-      .num("write_class_ratio", over(l.write_ns, cls, &LatencyResult::write_ns))
-      .done();
+  return {{"lock", l.lock},
+          {"read_ns", jnum(l.read_ns)},
+          {"write_ns", jnum(l.write_ns)},
+          {"read_min_ns", jnum(l.read_min_ns)},
+          {"write_min_ns", jnum(l.write_min_ns)},
+          {"read_ratio", jnum(over(l.read_ns, bare, &LatencyResult::read_ns))},
+          {"write_ratio", jnum(over(l.write_ns, bare, &LatencyResult::write_ns))},
+          {"write_class_ratio", jnum(over(l.write_ns, cls, &LatencyResult::write_ns))}};
 }
 
 void write_json(const std::string& path, const Machine& m, const Config& cfg, const Think& think,
                 const std::vector<Entry>& locks, const std::vector<const Scenario*>& timed,
                 const Results& res) {
-  std::vector<std::string> scen;
+  Json scen = Json::array();
   for (const Scenario* sc : timed) scen.push_back(json_scenario(sc->id, sc->key, title_of(*sc, think)));
   if (std::find(cfg.scenarios.begin(), cfg.scenarios.end(), 6) != cfg.scenarios.end())
     scen.push_back(json_scenario(6, "latency", "uncontended lock+unlock latency"));
-  std::vector<const RunResult*> ceilings;
-  for (const auto& [id, r] : res.ceilings) ceilings.push_back(&r);
+  Json ceilings = Json::array();
+  for (const auto& [id, r] : res.ceilings) ceilings.push_back(json_ceiling(r));
   const LatencyResult *bare = nullptr, *cls = nullptr;
   for (const auto& l : res.latency) {
     if (l.lock == kBareFloor) bare = &l;
     if (l.lock == kClassFloor) cls = &l;
   }
-  const char* sep = ",\n    ";
-  const auto id = [](const std::string& s) { return s; };
-  std::ofstream o(path);
-  o << "{\n  \"machine\": " << json_machine(m) << ",\n  \"config\": " << json_config(cfg, think)
-    << ",\n  \"locks\": " << jarr(locks, json_lock, sep)
-    << ",\n  \"scenarios\": " << jarr(scen, id, sep)
-    << ",\n  \"cells\": " << jarr(res.cells, json_cell, sep)
-    << ",\n  \"suspect_cells\": " << res.suspect_cells()
-    << ",\n  \"ceilings\": " << jarr(ceilings, [](const RunResult* r) { return json_ceiling(*r); }, sep)
-    << ",\n  \"summaries\": " << jarr(res.summaries, json_summary, sep)
-    << ",\n  \"runs\": " << jarr(res.runs, json_run, sep)
-    << ",\n  \"latency\": "
-    << jarr(res.latency, [&](const LatencyResult& l) { return json_latency(l, bare, cls); }, sep)
-    << "\n}\n";
+  const Json out = {
+      {"machine", json_machine(m)},
+      {"config", json_config(cfg, think)},
+      {"locks", jarr(locks, json_lock)},
+      {"scenarios", scen},
+      {"cells", jarr(res.cells, json_cell)},
+      {"suspect_cells", res.suspect_cells()},
+      {"ceilings", ceilings},
+      {"summaries", jarr(res.summaries, json_summary)},
+      {"runs", jarr(res.runs, json_run)},
+      {"latency",
+       jarr(res.latency, [&](const LatencyResult& l) { return json_latency(l, bare, cls); })},
+  };
+  // Indented as bench/report.py rewrites it; invalid UTF-8 in a machine
+  // string (uname, /proc/cpuinfo) is replaced, not a reason to lose the run.
+  std::ofstream(path) << out.dump(1, ' ', false, Json::error_handler_t::replace) << "\n";
 }
 
 // ---- the plan, with an honest ETA --------------------------------------------------

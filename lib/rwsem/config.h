@@ -2,6 +2,14 @@
 #ifndef RWSEM_LIB_CONFIG_H_
 #define RWSEM_LIB_CONFIG_H_
 
+// The library needs C++17. rwsem.h and mutex.h include this header, and so
+// does runtime.cc, which every build of //lib:rwsem compiles: a build below
+// C++17 stops here. (Bazel 4's auto-configured toolchain uses -std=c++0x,
+// and a cc_library cannot raise its dependents' -std.)
+#if !defined(__cplusplus) || __cplusplus < 201703L
+#error "rwsem needs C++17 or later: build with --cxxopt=-std=c++17 (Bazel) or -std=c++17"
+#endif
+
 #include <chrono>
 #include <cstdint>
 
