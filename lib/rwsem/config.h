@@ -2,9 +2,10 @@
 #ifndef RWSEM_LIB_CONFIG_H_
 #define RWSEM_LIB_CONFIG_H_
 
-// The library needs C++17. rwsem.h and mutex.h include this header, and so
-// does runtime.cc, which every build of //lib:rwsem compiles: a build below
-// C++17 stops here. (Bazel 4's auto-configured toolchain uses -std=c++0x,
+// The library needs C++17. Every public header includes this one first
+// among the library's own, and runtime.cc and lock_events.cc, which every
+// build of //lib:rwsem compiles, include it: a build below C++17 stops
+// here. (Bazel 4's auto-configured toolchain uses -std=c++0x,
 // and a cc_library cannot raise its dependents' -std.)
 #if !defined(__cplusplus) || __cplusplus < 201703L
 #error "rwsem needs C++17 or later: build with --cxxopt=-std=c++17 (Bazel) or -std=c++17"

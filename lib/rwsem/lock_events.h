@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <iosfwd>
 
+#include "lib/rwsem/config.h"
+
 // X(name, description)
 #define RWSEM_LOCK_EVENT_LIST(X)                                          \
   X(rlock, "read locks acquired in the slow path")                        \

@@ -46,6 +46,7 @@
 #include <string>
 
 #include "arch/cpu.h"
+#include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
