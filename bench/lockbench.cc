@@ -220,6 +220,7 @@ struct Scenario {
 };
 
 const std::vector<Scenario>& scenarios() {
+  // clang-format off: one scenario per row, not one field per line
   static const std::vector<Scenario> s = {
       {1, Kind::kMixed, false, "mixed", "mixed: equal numbers of readers and writers",
        {2, 4, 8, 16, 32, 64}, {2, 8}},
@@ -233,6 +234,7 @@ const std::vector<Scenario>& scenarios() {
        "mixed with think time: equal readers and writers, calibrated work between operations",
        {8}, {8}},
   };
+  // clang-format on
   return s;
 }
 

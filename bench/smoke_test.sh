@@ -10,7 +10,7 @@ set -euo pipefail
 bin="$TEST_SRCDIR/rwsem/bench/lockbench"
 check="$TEST_SRCDIR/rwsem/bench/check_results.py"
 out="${TEST_TMPDIR:-$(mktemp -d)}/bench-out"
-args=(--locks rwsem,std-shared --reps 2)
+args=(--locks "rwsem,std-shared" --reps 2)
 "$bin" --quick --window 0.1 "${args[@]}" --threads 2,4 --min-time 0.01 --out "$out" >"$out.stdout"
 for want in "Balanced rate B" "Iterations Min/Mean/Max = " "# of Threads" "x class"; do
   grep -q "$want" "$out.stdout" || { echo "no '$want' in the tables"; exit 1; }

@@ -54,6 +54,7 @@ class Handover : public ::testing::Test {
         if (data[i] != data[0] || data[i] > newest) stale++;
     };
     using namespace std::chrono_literals;
+    // clang-format off: one line per kind of section, as a table
     switch (k) {
       case kRead: read_lock(sem); read(); read_unlock(sem); break;
       case kReadTry: while (!read_try_lock(sem)) {} read(); read_unlock(sem); break;
@@ -69,6 +70,7 @@ class Handover : public ::testing::Test {
         break;
       }
     }
+    // clang-format on
   }
 };
 TYPED_TEST_SUITE(Handover, AllLocks, LockNames);

@@ -29,16 +29,16 @@ expect() {  # description, extended regex over the whole output
 
 # 1. The main thread blocks for ever: the guard aborts the binary.
 run MainThreadBlockedForever
-[[ $rc != 0 ]] && echo "ok: the binary failed (exit $rc)" || { echo "FAIL: exit 0"; fail=1; }
+if [[ $rc != 0 ]]; then echo "ok: the binary failed (exit $rc)"; else echo "FAIL: exit 0"; fail=1; fi
 expect "HANG: line names the test" "HANG: HangGuardScenario\.DISABLED_MainThreadBlockedForever still running after [0-9.]+ s"
 expect "seed printed for replay" "seed=[0-9]+ \(replay with RWSEM_SEED=[0-9]+\)"
 expect "decoded state of the registered lock" "lock proof-rwsem:.*count: [a-z0-9]+ 0x[0-9a-f]+ readers=0 writer=[^ ]+ waiters.*writer tid [0-9]+ sleeping"
 # Well inside Bazel's timeout even with QEMU and TSan start-up.
-(( took < 120 )) && echo "ok: died after ${took}s" || { echo "FAIL: took ${took}s"; fail=1; }
+if (( took < 120 )); then echo "ok: died after ${took}s"; else echo "FAIL: took ${took}s"; fail=1; fi
 
 # 2. A bounded wait reports first; the guard does not pre-empt it.
 run BoundedWaitReportsFirst
-[[ $rc == 1 ]] && echo "ok: the test failed normally (exit 1)" || { echo "FAIL: exit $rc, expected 1"; fail=1; }
+if [[ $rc == 1 ]]; then echo "ok: the test failed normally (exit 1)"; else echo "FAIL: exit $rc, expected 1"; fail=1; fi
 expect "eventually() printed its own diagnosis" "never reached: a state that never comes.*count: "
 if grep -q "HANG:" <<<"$out"; then echo "FAIL: the guard fired before the bounded wait reported"; fail=1; fi
 
