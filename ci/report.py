@@ -47,12 +47,8 @@ STATUS_ORDER = {"FAIL": 0, "PASS": 1, "NOTRUN": 2}
 SANITIZERS = ["none", "tsan", "asan", "ubsan"]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "toolchains"))
 import targets as target_table  # noqa: E402  (the table of targets)
-STATE_RE = re.compile(r"readers=|writer=|WATCHDOG|HANG:|lock rwsem|^\s*lock |waiters|handoff|"
-                      r"seed[:=]|ThreadGroup:|ThreadSanitizer|AddressSanitizer|runtime error|"
-                      r"Failure$|Expected|Which is|Value of|Actual|uncaught target signal|Aborted")
-SEED_RE = re.compile(r"(?:\bseed=|RWSEM_SEED=)(\d+)")
-RUN_RE = re.compile(r"^\[ RUN +\] (\S+)")
-END_RE = re.compile(r"^\[ +(OK|FAILED|SKIPPED) +\] (\S+?)(?:,| \(| *$)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testlog import STATE_RE, parse_log  # noqa: E402  (the one reader of test logs)
 
 
 def layout_of(test):
@@ -68,40 +64,6 @@ def layout_of(test):
 
 
 # ---------------------------------------------------------------- parsing
-
-
-def parse_log(path):
-    """gtest's console output: test -> {'outcome', 'lines'}; plus seeds."""
-    tests, order, seeds = {}, [], []
-    current = None
-    try:
-        text = open(path, errors="replace").read()
-    except OSError:
-        return tests, order, seeds, []
-    lines = text.splitlines()
-    for line in lines:
-        for s in SEED_RE.findall(line):
-            if s not in seeds:
-                seeds.append(s)
-        m = RUN_RE.match(line)
-        if m:
-            current = m.group(1)
-            tests[current] = {"outcome": "crashed", "lines": [line], "seeds": []}
-            order.append(current)
-            continue
-        m = END_RE.match(line)
-        if m and m.group(2) in tests and tests[m.group(2)]["outcome"] == "crashed":
-            t = tests[m.group(2)]
-            t["outcome"] = {"OK": "passed", "FAILED": "failed", "SKIPPED": "skipped"}[m.group(1)]
-            t["lines"].append(line)
-            current = None
-            continue
-        if current is not None:
-            tests[current]["lines"].append(line)
-            for s in SEED_RE.findall(line):
-                if s not in tests[current]["seeds"]:
-                    tests[current]["seeds"].append(s)
-    return tests, order, seeds, lines
 
 
 def parse_xml(path):

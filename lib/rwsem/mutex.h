@@ -61,7 +61,6 @@
 #include "arch/futex.h"
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/deadline.h"
-#include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_annotations.h"
@@ -203,18 +202,17 @@ class BasicMutex {
     Waiter* prev = nullptr;
   };
 
-  static constexpr std::memory_order kReleaseOrder =
-      internal::fault::order(internal::fault::kMutexUnlockRelaxed, std::memory_order_release);
+  // The releasing cmpxchg of unlock(), unlock_slow() and hand_over():
+  // pairs with the acquire of the next owner's cmpxchg (kAcquireOrder).
+  static constexpr std::memory_order kReleaseOrder = std::memory_order_release;
   // Taking the lock writes our record's address into the owner word, which
-  // spinners dereference: acquire for the lock, release to publish the
-  // initialised record (thread_record.h, "Publication").
-  static constexpr std::memory_order kAcquireOrder =
-      internal::fault::kOwnerPublishRelaxed ? std::memory_order_acquire
-                                            : std::memory_order_acq_rel;
-  // Loads of the owner word whose owner record is dereferenced.
-  static constexpr std::memory_order kOwnerLoadOrder =
-      internal::fault::kOwnerPublishRelaxed ? std::memory_order_relaxed
-                                            : std::memory_order_acquire;
+  // spinners dereference: acquire for the lock (pairs with kReleaseOrder),
+  // release to publish the initialised record (thread_record.h,
+  // "Publication"; pairs with kOwnerLoadOrder).
+  static constexpr std::memory_order kAcquireOrder = std::memory_order_acq_rel;
+  // Loads of the owner word whose owner record is dereferenced: pairs with
+  // the release half of kAcquireOrder.
+  static constexpr std::memory_order kOwnerLoadOrder = std::memory_order_acquire;
 
   static Word self_word() { return reinterpret_cast<Word>(&P::current_thread()); }
 
@@ -252,8 +250,7 @@ class BasicMutex {
       Word next;
       if (owner == 0) {
         next = self | flags;
-      } else if (L::has_pickup(w) &&
-                 (owner == self || internal::fault::kMutexPickupByAnyone)) {
+      } else if (L::has_pickup(w) && owner == self) {
         next = self | (flags & ~L::kPickup);
       } else if (handoff && !L::has_handoff(w)) {
         // Ask the owner to hand the lock over; it stays owned.
@@ -344,7 +341,7 @@ class BasicMutex {
     enqueue(node);
     // Publish WAITERS after arming (the diagram's [S] before [RmW]); the
     // look at the owner word follows in the loop.
-    if (!internal::fault::kMutexStateAfterCount) internal::arm(me);
+    internal::arm(me);
     // relaxed: WAITERS is a request to unlock(); this RMW is ordered after
     // the arm by the fence in arm(), and the unlocker that sees the flag
     // reads the list under the wait lock, which we hold.
@@ -355,14 +352,13 @@ class BasicMutex {
     bool first = false;
     while (!taken) {
       P::perturb();  // corpus builds only: between the look and the sleep
-      if (internal::fault::kMutexStateAfterCount) internal::arm(me);  // too late: faults.h
       if (!sleep(me, deadline)) {
         if (give_up(node, self)) return false;
         taken = true;  // the lock was handed to us as we gave up
         break;
       }
       first = is_first(node);
-      if (!internal::fault::kMutexStateAfterCount) internal::arm(me);
+      internal::arm(me);
       taken = try_acquire(self, first) || (first && optimistic_spin(true, deadline));
     }
     wait_lock_.lock();
@@ -401,30 +397,20 @@ class BasicMutex {
       if (owner_.compare_exchange_weak(w, L::flags(w), kReleaseOrder, std::memory_order_relaxed))
         return;
     }
-    bool released = false;
-    if constexpr (internal::fault::kTouchAfterRelease) {
-      // The defect: release first, take the wait lock afterwards.
-      while (!L::has_handoff(w) && !released)
-        released = owner_.compare_exchange_weak(w, L::flags(w), kReleaseOrder,
-                                                std::memory_order_relaxed);
-    }
     // Waiters: take the wait lock first (see "Lifetime" at the top). The
     // list cannot empty while we hold it, and WAITERS changes only under it.
     wait_lock_.lock();
     Record* next = head_ != nullptr ? head_->thread : nullptr;
-    if (!released) {
-      w = owner_.load(std::memory_order_relaxed);
-      for (;;) {
-        // The first waiter may ask for HANDOFF until our cmpxchg succeeds.
-        if (L::has_handoff(w) && !internal::fault::kMutexHandoffIgnored) {
-          hand_over(next);
-          break;
-        }
-        // Release the lock, keep the flags (WAITERS). release: as in unlock().
-        const Word n = internal::fault::kMutexHandoffIgnored ? (L::flags(w) & L::kWaiters)
-                                                             : L::flags(w);
-        if (owner_.compare_exchange_weak(w, n, kReleaseOrder, std::memory_order_relaxed)) break;
+    w = owner_.load(std::memory_order_relaxed);
+    for (;;) {
+      // The first waiter may ask for HANDOFF until our cmpxchg succeeds.
+      if (L::has_handoff(w)) {
+        hand_over(next);
+        break;
       }
+      // Release the lock, keep the flags (WAITERS). release: as in unlock().
+      if (owner_.compare_exchange_weak(w, L::flags(w), kReleaseOrder, std::memory_order_relaxed))
+        break;
     }
     wait_lock_.unlock();
     if (next != nullptr) internal::unpark(next);

@@ -47,7 +47,6 @@
 
 #include "arch/cpu.h"
 #include "lib/rwsem/config.h"
-#include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/spin_wait.h"
@@ -110,8 +109,7 @@ class BasicQRwLock {
   void lock_shared() {
     // acquire pairs with the writer-byte release store in unlock(): if no
     // writer was there, the last writer's section happened before ours.
-    const Word c = cnts_.fetch_add(L::kReaderBias, internal::fault::order(internal::fault::kQrwReadLockRelaxed,
-                                                               std::memory_order_acquire));
+    const Word c = cnts_.fetch_add(L::kReaderBias, kReadLockOrder);
     if (!L::has_writer(c)) return;
     read_slow();
   }
@@ -120,8 +118,7 @@ class BasicQRwLock {
     Word c = cnts_.load(std::memory_order_relaxed);
     if (L::has_writer(c)) return false;
     // acquire: as in lock_shared().
-    c = cnts_.fetch_add(L::kReaderBias, internal::fault::order(internal::fault::kQrwReadLockRelaxed,
-                                                     std::memory_order_acquire));
+    c = cnts_.fetch_add(L::kReaderBias, kReadLockOrder);
     if (!L::has_writer(c)) return true;
     // relaxed: we never held the lock, so there is nothing to publish.
     cnts_.fetch_sub(L::kReaderBias, std::memory_order_relaxed);
@@ -177,6 +174,11 @@ class BasicQRwLock {
   }
 
  private:
+  // The readers' fetch_add that takes the lock (lock_shared(),
+  // try_lock_shared()): acquire, pairing with the writer-byte release store
+  // in unlock().
+  static constexpr std::memory_order kReadLockOrder = std::memory_order_acquire;
+
   // queued_read_lock_slowpath().
   void read_slow() {
     // Back out of the fast path's bias and queue. relaxed: we did not own
@@ -193,8 +195,7 @@ class BasicQRwLock {
     cnts_.fetch_add(L::kReaderBias, std::memory_order_relaxed);
     internal::SpinWait<P> w;
     // acquire pairs with the writer-byte release store in unlock().
-    while (!internal::fault::kQrwHeadReaderIgnoresWriter &&
-           L::write_locked(cnts_.load(std::memory_order_acquire)))
+    while (L::write_locked(cnts_.load(std::memory_order_acquire)))
       w.once();
     queue_.unlock();
   }
@@ -208,7 +209,7 @@ class BasicQRwLock {
     // non-zero without readers only while a fast-path writer holds it.
     for (;;) {
       Word c = cnts_.load(std::memory_order_relaxed);
-      if (c == 0 || (internal::fault::kQrwWriterIgnoresReaders && !L::has_writer(c))) {
+      if (c == 0) {
         // acquire: as in try_lock().
         if (cnts_.compare_exchange_strong(c, c | L::kWriterLocked, std::memory_order_acquire,
                                           std::memory_order_relaxed)) {
@@ -237,8 +238,7 @@ class BasicQRwLock {
   }
 
   // Where unlock() stores: the writer byte's offset inside cnts_.
-  static constexpr std::size_t kWriterByte =
-      internal::fault::kQrwWriterByteLowAddress ? 0 : L::kWriterByteOffset;
+  static constexpr std::size_t kWriterByte = L::kWriterByteOffset;
 
   // A FIFO ticket lock: the kernel's qrwlock queues on a qspinlock; any fair
   // queue lock gives the same order. Its acquire/release pairs order only the

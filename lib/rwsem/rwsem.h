@@ -124,7 +124,6 @@
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/count_bits.h"
 #include "lib/rwsem/internal/deadline.h"
-#include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/spin_wait.h"
@@ -187,9 +186,7 @@ typename L::Word writer_word() {
   if constexpr (!L::kOwnerInCount) {
     return L::writer_word(0);
   } else {
-    const std::uint64_t id =
-        fault::kOwnerIdTrunc32 ? static_cast<std::uint32_t>(P::current_thread().owner_id)
-                               : P::current_thread().owner_id;
+    const std::uint64_t id = P::current_thread().owner_id;
     if (RWSEM_UNLIKELY(!L::encodable(id))) refuse_owner_id(L::kName);
     return L::writer_word(id);
   }
@@ -284,17 +281,13 @@ class BasicRwSemaphore {
       if (kDebugEnabled) check_reader_exit(c);
       // The last reader out with waiters queued wakes them, taking the wait
       // lock *before* it lets go (see "Lifetime" at the top).
-      if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(c - B::kReaderBias)) &&
-          !internal::fault::kTouchAfterRelease)
+      if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(c - B::kReaderBias)))
         return up_read_slow();
       // release pairs with the acquire of the next writer (or of mark_wake()).
       if (RWSEM_LIKELY(count_.compare_exchange_weak(c, c - B::kReaderBias, kUpReadOrder,
                                                     std::memory_order_relaxed)))
         break;
     }
-    if (internal::fault::kTouchAfterRelease &&
-        B::needs_wake_after_reader_exit(c - B::kReaderBias))
-      wake();
   }
 
   void down_write() { down_write_until_ns(arch::kNoDeadline); }
@@ -320,17 +313,13 @@ class BasicRwSemaphore {
     for (;;) {
       // With waiters queued, wake them holding the wait lock from before
       // the release on (see "Lifetime" at the top).
-      if (RWSEM_UNLIKELY(B::has_waiters(c)) && !internal::fault::kTouchAfterRelease)
-        return up_write_slow();
+      if (RWSEM_UNLIKELY(B::has_waiters(c))) return up_write_slow();
       // release pairs with the acquire of the next locker (or of mark_wake()).
       if (RWSEM_LIKELY(count_.compare_exchange_weak(c, c - released_writer_word(c),
                                                     kUpWriteOrder,
                                                     std::memory_order_relaxed)))
         break;
     }
-    if (internal::fault::kTouchAfterRelease && !internal::fault::kMissedWakeup &&
-        B::has_waiters(c))
-      wake();
   }
 
   // Turns the write lock into a read lock held by the caller and wakes
@@ -340,12 +329,10 @@ class BasicRwSemaphore {
     clear_owner();
     // relaxed: the writer bits cannot change while the write lock is held.
     const Word w = released_writer_word(count_.load(std::memory_order_relaxed));
-    // release: readers that enter after this see the writer's data; pairs
-    // with their acquire fetch_add (or mark_wake()'s). The caller keeps a
-    // read lock, so touching the lock after this is safe.
-    const Word old = count_.fetch_add(
-        B::kReaderBias - w,
-        internal::fault::order(internal::fault::kDowngradeRelaxed, std::memory_order_release));
+    // release (kDowngradeOrder): readers that enter after this see the
+    // writer's data; pairs with their acquire fetch_add (or mark_wake()'s).
+    // The caller keeps a read lock, so touching the lock after this is safe.
+    const Word old = count_.fetch_add(B::kReaderBias - w, kDowngradeOrder);
     if (RWSEM_UNLIKELY(B::has_waiters(old))) {
       WakeList wakes;
       wait_lock_.lock();
@@ -420,13 +407,6 @@ class BasicRwSemaphore {
  private:
   friend struct testing::Peer;
   enum class WakeType { kAny, kReaders, kReadOwned };
-  // What down_read's fast path adds: READER_BIAS, unless a layout fault is
-  // compiled in (faults.h).
-  static constexpr Word kFastReaderBias =
-      internal::fault::kReaderShiftOffBy1 ? Word(B::kReaderBias >> 1)
-      : internal::fault::kCountAs32Bit
-          ? Word(static_cast<unsigned long>(B::kReaderBias))
-          : B::kReaderBias;
   // config_: bits 0-23 handoff timeout in us, bits 24-31 spin budget in us;
   // all-ones in a field means "the process-wide default".
   static constexpr std::uint32_t kHandoffField = (1u << 24) - 1;
@@ -434,27 +414,36 @@ class BasicRwSemaphore {
   static constexpr std::uint32_t kSpinDefault = 0xFF;
 
   // Memory orders of the operations that take or release the lock, named
-  // once (a fault build weakens one of them, faults.h).
+  // once; each use says what it pairs with.
   //
+  // down_read's fast-path fetch_add: acquire, pairing with the release of
+  // the unlock that freed the lock (kUpReadOrder, kUpWriteOrder,
+  // kDowngradeOrder).
+  static constexpr std::memory_order kReadLockOrder = std::memory_order_acquire;
   // Taking the write lock installs the writer word. On the merged layout
   // that word is the owner's id, which spinners follow to the owner's
   // thread record: the cmpxchg is also a release, so the record's
   // initialisation happens before any spinner's acquire load of the count
   // that finds the id. The generic layouts publish the id in owner_ instead
   // (set_owner()), and their cmpxchg only acquires.
-  static constexpr std::memory_order kWriteLockOrder = internal::fault::order(
-      internal::fault::kWriteLockRelaxed,
-      Layout::kOwnerInCount && !internal::fault::kOwnerPublishRelaxed
-          ? std::memory_order_acq_rel
-          : std::memory_order_acquire);
-  static constexpr std::memory_order kUpReadOrder =
-      internal::fault::order(internal::fault::kUpReadRelaxed, std::memory_order_release);
-  static constexpr std::memory_order kUpWriteOrder =
-      internal::fault::order(internal::fault::kUpWriteRelaxed, std::memory_order_release);
-  // Loads of the count or owner_ whose owner id a spinner dereferences.
-  static constexpr std::memory_order kOwnerLoadOrder =
-      internal::fault::kOwnerPublishRelaxed ? std::memory_order_relaxed
-                                            : std::memory_order_acquire;
+  static constexpr std::memory_order kWriteLockOrder =
+      Layout::kOwnerInCount ? std::memory_order_acq_rel : std::memory_order_acquire;
+  // up_read's and up_write's releasing RMWs: release, pairing with the
+  // acquire of the next locker (kReadLockOrder, kWriteLockOrder) or of
+  // mark_wake()'s grant.
+  static constexpr std::memory_order kUpReadOrder = std::memory_order_release;
+  static constexpr std::memory_order kUpWriteOrder = std::memory_order_release;
+  // downgrade_write's fetch_add: release, pairing with the acquire
+  // fetch_add of the readers that join the downgraded lock.
+  static constexpr std::memory_order kDowngradeOrder = std::memory_order_release;
+  // Loads of the count or owner_ whose owner id a spinner dereferences:
+  // acquire, pairing with the release that published the id
+  // (kWriteLockOrder on the merged layout, kOwnerStoreOrder otherwise).
+  static constexpr std::memory_order kOwnerLoadOrder = std::memory_order_acquire;
+  // set_owner()'s store of owner_ (generic layouts): release, publishing
+  // our initialised thread record to spinners that load owner_ with
+  // kOwnerLoadOrder (thread_record.h, "Publication").
+  static constexpr std::memory_order kOwnerStoreOrder = std::memory_order_release;
 
   std::int64_t handoff_timeout_ns() const {
     const std::uint32_t us = config_ & kHandoffField;
@@ -471,12 +460,7 @@ class BasicRwSemaphore {
   // fail, and the compiler drops the failure branches.
   bool down_read_until_ns(std::int64_t deadline) {
     // acquire pairs with the release of the unlock that freed the lock.
-    const Word c = count_.fetch_add(
-        kFastReaderBias,
-        internal::fault::order(internal::fault::kReadLockRelaxed, std::memory_order_acquire));
-    if constexpr (internal::fault::kReadFailIgnoredFast) {
-      if (RWSEM_LIKELY(!(c & (B::kReadFailedMask & ~Layout::kReadFail)))) return true;
-    }
+    const Word c = count_.fetch_add(B::kReaderBias, kReadLockOrder);
     if (RWSEM_LIKELY(!B::read_fails(c))) return true;
     return read_slowpath(c, deadline);
   }
@@ -537,8 +521,6 @@ class BasicRwSemaphore {
   // by another thread subtracts the owner's id, not the caller's. Exact:
   // nothing changes the writer bits while the write lock is held.
   static Word released_writer_word(Word c) {
-    if constexpr (internal::fault::kReleaseSubtractsCallerWord)
-      return internal::writer_word<Layout, Platform>();
     return c & Layout::kWriterMask;
   }
 
@@ -565,7 +547,7 @@ class BasicRwSemaphore {
     // release: as in up_write(). The waiters we saw may have timed out
     // and left before we got the wait lock.
     count_.fetch_sub(released_writer_word(c), kUpWriteOrder);
-    if (!internal::fault::kMissedWakeup && !queue_.empty()) mark_wake(WakeType::kAny, wakes);
+    if (!queue_.empty()) mark_wake(WakeType::kAny, wakes);
     wait_lock_.unlock();
   }
 
@@ -623,10 +605,8 @@ class BasicRwSemaphore {
     // (patch 6). They are told only after their biases are in the count.
     int woken = 0;
     Waiter* granted = nullptr;
-    for (Waiter* w = first;
-         w != nullptr && (internal::fault::kWakeBatchUnlimited || woken < kMaxReadersWakeup);) {
+    for (Waiter* w = first; w != nullptr && woken < kMaxReadersWakeup;) {
       Waiter* next = queue_.after(w);
-      if (internal::fault::kWakeBatchStopsAtWriter && !w->is_reader()) break;
       if (w->is_reader()) {
         queue_.remove(w);
         w->wake_next = granted;
@@ -638,8 +618,7 @@ class BasicRwSemaphore {
     RWSEM_EVENT_ADD(wake_reader, static_cast<std::uint64_t>(woken));
 
     adjustment = static_cast<Word>(Word(woken) * B::kReaderBias - adjustment);
-    if (queue_.empty() || internal::fault::kWaitersClearedEarly)
-      adjustment -= internal::fault::kWaitersHandoffSwap ? Layout::kHandoff : Layout::kWaiters;
+    if (queue_.empty()) adjustment -= Layout::kWaiters;
     // The first waiter was granted; if it owned HANDOFF, clear it (H).
     if (B::has_handoff(count_.load(std::memory_order_relaxed)))
       adjustment -= Layout::kHandoff;
@@ -675,8 +654,7 @@ class BasicRwSemaphore {
         // waiter. Our deadline has passed, so the first waiter's has too.
         next |= Layout::kHandoff;
       } else {
-        next = internal::fault::kHandoffNeverCleared ? (next | w)
-                                                     : (next | w) & ~Layout::kHandoff;
+        next = (next | w) & ~Layout::kHandoff;
         if (queue_.is_singular()) next &= ~Layout::kWaiters;
       }
       // acquire pairs with the release of the unlock that freed the lock
@@ -751,13 +729,9 @@ class BasicRwSemaphore {
   // waiter. The kernel stops at the owner change; this port stops as soon
   // as it sees the bit.
   bool stop_spinning_for_handoff(Word c) const {
-    if constexpr (internal::fault::kSpinIgnoresHandoff) {
-      return B::has_handoff(c) && !B::is_locked(c);
-    } else {
-      if (RWSEM_LIKELY(!B::has_handoff(c))) return false;
-      RWSEM_EVENT_INC(opt_handoff_stop);
-      return true;
-    }
+    if (RWSEM_LIKELY(!B::has_handoff(c))) return false;
+    RWSEM_EVENT_INC(opt_handoff_stop);
+    return true;
   }
 
   // rwsem_spin_on_owner(): spins while the same writer holds the lock and
@@ -813,7 +787,6 @@ class BasicRwSemaphore {
   // fast path does.
   static bool reader_may_join(Word c) {
     if (B::is_write_locked(c) || B::has_handoff(c) || B::is_read_fail(c)) return false;
-    if constexpr (internal::fault::kReaderStealsWithWaiters) return true;
     return !(B::has_waiters(c) && B::has_readers(c));
   }
 
@@ -853,7 +826,7 @@ class BasicRwSemaphore {
       if (taken) break;
       // A reader never waits on a reader-owned lock with waiters queued
       // (reader_may_join()): it queues behind them instead.
-      if (!wlock && state == kOwnerReader && !internal::fault::kReaderStealsWithWaiters &&
+      if (!wlock && state == kOwnerReader &&
           B::has_waiters(count_.load(std::memory_order_relaxed)))
         break;
       if (wlock && state == kOwnerReader) {
@@ -959,7 +932,7 @@ class BasicRwSemaphore {
     if (!self.sleep_while_waiting(deadline)) {
       wait_lock_.lock();
       if (self.state.load(std::memory_order_relaxed) == internal::kWaiting) {
-        if constexpr (!internal::fault::kTimeoutLeavesWaiter) remove_waiter(self, wakes);
+        remove_waiter(self, wakes);
         wait_lock_.unlock();
         RWSEM_EVENT_INC(rlock_fail);
         return false;
@@ -968,7 +941,6 @@ class BasicRwSemaphore {
     } else {
       RWSEM_EVENT_INC(sleep_reader);
     }
-    self.after_wakeup();
     RWSEM_EVENT_INC(rlock);
     return true;
   }
@@ -1030,7 +1002,7 @@ class BasicRwSemaphore {
       // writer's wait must not depend on it.
       std::int64_t sleep_until = deadline;
       bool timer = false;
-      if (!internal::fault::kNoHandoffTimer && !self.handoff_set) {
+      if (!self.handoff_set) {
         const std::int64_t left = self.handoff_deadline_ns - Platform::handoff_now_ns();
         if (left > 0) {
           const std::int64_t t = Platform::now_ns() + left;
@@ -1043,10 +1015,7 @@ class BasicRwSemaphore {
       wait_lock_.unlock();
       wakes.run();
       const bool woken = self.sleep_while_waiting(sleep_until);
-      if (woken) {
-        RWSEM_EVENT_INC(sleep_writer);
-        self.after_wakeup();
-      }
+      if (woken) RWSEM_EVENT_INC(sleep_writer);
       wait_lock_.lock();
       if (!woken && self.state.load(std::memory_order_relaxed) == internal::kWaiting) {
         if (timer && Platform::now_ns() < deadline) {
@@ -1121,11 +1090,11 @@ class BasicRwSemaphore {
       if (owner_.load(std::memory_order_relaxed) != 0)
         owner_.store(0, std::memory_order_relaxed);
     } else {
-      // release: publishes our initialised thread record to spinners, which
-      // load owner_ with kOwnerLoadOrder (thread_record.h, "Publication").
+      // release (kOwnerStoreOrder): publishes our initialised thread record
+      // to spinners, which load owner_ with kOwnerLoadOrder (thread_record.h,
+      // "Publication").
       owner_.store(static_cast<std::uintptr_t>(Platform::current_thread().owner_id << 1),
-                   internal::fault::kOwnerPublishRelaxed ? std::memory_order_relaxed
-                                                         : std::memory_order_release);
+                   kOwnerStoreOrder);
     }
   }
   void clear_owner() {

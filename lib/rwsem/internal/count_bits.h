@@ -10,8 +10,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "lib/rwsem/internal/faults.h"
-
 namespace rwsem {
 namespace internal {
 
@@ -54,7 +52,6 @@ struct CountBits {
   static constexpr bool has_waiters(Word c) { return (c & L::kWaiters) != 0; }
   static constexpr bool has_handoff(Word c) { return (c & L::kHandoff) != 0; }
   static constexpr bool is_read_fail(Word c) {
-    if constexpr (fault::kReadFailBit30 && kWordBits == 32) return (c & (Word{1} << 30)) != 0;
     return (c & L::kReadFail) != 0;
   }
   static constexpr bool read_fails(Word c) { return (c & kReadFailedMask) != 0; }

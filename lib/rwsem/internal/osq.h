@@ -31,8 +31,6 @@
 #include <atomic>
 #include <cstdint>
 
-#include "lib/rwsem/internal/faults.h"
-
 namespace rwsem {
 namespace internal {
 
@@ -114,21 +112,25 @@ class SpinQueue {
     // release: our spinning is over before the next spinner starts; pairs
     // with the acq_rel exchange of tail_ in lock() by the next spinner that
     // finds the queue empty.
-    if (tail_.compare_exchange_strong(expect, nullptr,
-                                      fault::order(fault::kOsqUnlockRelaxed,
-                                                   std::memory_order_release),
-                                      std::memory_order_relaxed))
+    if (tail_.compare_exchange_strong(expect, nullptr, kUnlockOrder, std::memory_order_relaxed))
       return;
     OsqNode* next = node.next.exchange(nullptr, std::memory_order_acquire);
     if (next == nullptr) next = wait_next(node, nullptr);
     // release pairs with the acquire load of `locked` in lock().
     if (next != nullptr)
-      next->locked.store(true, fault::order(fault::kOsqHandoverRelaxed, std::memory_order_release));
+      next->locked.store(true, kHandoverOrder);
   }
 
   bool is_locked() const { return tail_.load(std::memory_order_relaxed) != nullptr; }
 
  private:
+  // The orders of unlock()'s two releases, named once. Emptying the tail:
+  // pairs with the acq_rel exchange of tail_ in lock() by the next spinner
+  // that finds the queue empty. Handing over: pairs with the successor's
+  // acquire load of its `locked` in lock().
+  static constexpr std::memory_order kUnlockOrder = std::memory_order_release;
+  static constexpr std::memory_order kHandoverOrder = std::memory_order_release;
+
   // Returns our successor once it has linked itself, or nullptr after
   // making `prev` the tail again because we were the tail.
   OsqNode* wait_next(OsqNode& node, OsqNode* prev) {

@@ -44,7 +44,6 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/osq.h"
 
 namespace rwsem {
@@ -112,7 +111,7 @@ class ParkedScope {
 template <class P>
 inline void arm(BasicThreadRecord<P>& me) {
   me.sleep.store(BasicThreadRecord<P>::kAsleep, std::memory_order_relaxed);
-  P::fence(fault::order(fault::kArmNoFence, std::memory_order_seq_cst));
+  P::fence(std::memory_order_seq_cst);
 }
 
 // Sleeps while armed, until unparked, a signal, or the deadline (ns on
@@ -134,7 +133,7 @@ inline bool park(BasicThreadRecord<P>& me, std::int64_t deadline_ns) {
 template <class P>
 inline void unpark(BasicThreadRecord<P>* r) {
   using R = BasicThreadRecord<P>;
-  P::fence(fault::order(fault::kUnparkNoFence, std::memory_order_seq_cst));
+  P::fence(std::memory_order_seq_cst);
   // release pairs with the acquire loads in park().
   if (r->sleep.exchange(R::kAwake, std::memory_order_release) == R::kAsleep)
     P::futex_wake(&r->sleep, 1);

@@ -35,7 +35,6 @@
 #include <cstdint>
 
 #include "lib/rwsem/config.h"
-#include "lib/rwsem/internal/faults.h"
 #include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
@@ -45,10 +44,11 @@ enum class WaiterType : std::uint8_t { kReader, kWriter };
 
 enum : std::uint32_t { kWaiting = 0, kWoken = 1 };
 
-// The waiter's load of its state: acquire, pairing with the waker's release
-// store of kWoken.
-inline constexpr std::memory_order kGrantOrder =
-    fault::order(fault::kHandoverRelaxed, std::memory_order_acquire);
+// The orders of the grant, named once. The waiter's load of its state:
+// acquire, pairing with the waker's release store of kWoken. The waker's
+// store of kWoken: release, pairing with the waiter's acquire load.
+inline constexpr std::memory_order kGrantOrder = std::memory_order_acquire;
+inline constexpr std::memory_order kWokenStoreOrder = std::memory_order_release;
 
 template <class P>
 struct Waiter {
@@ -88,20 +88,7 @@ struct Waiter {
       if (state.load(kGrantOrder) != kWaiting) return true;
       if (!park(*thread, deadline_ns)) return state.load(kGrantOrder) != kWaiting;
       // Woken, by a signal, or by a stale unpark: look again.
-      if constexpr (fault::kFutexWaitNoRecheck) return true;
       arm(*thread);
-    }
-  }
-
-  // Called by a woken waiter before it returns. Normally nothing: the wakee
-  // does not wait for its waker. The WAKEE_WAITS_FOR_WAKER fault puts back
-  // the old wait for the waker's unpark() (a store only the waker makes).
-  void after_wakeup() {
-    if constexpr (fault::kWakeeWaitsForWaker) {
-      int spins = 0;
-      while (thread->sleep.load(std::memory_order_acquire) != Record::kAwake) {
-        if (++spins < 64) P::cpu_relax(); else P::yield();
-      }
     }
   }
 };
@@ -168,9 +155,9 @@ class WakeList {
     if (w->state.load(std::memory_order_relaxed) != kWaiting) return false;
     Record* const r = w->thread;  // read before the store below
     // release pairs with the acquire loads in Waiter::sleep_while_waiting().
-    w->state.store(kWoken, fault::order(fault::kHandoverRelaxed, std::memory_order_release));
+    w->state.store(kWoken, kWokenStoreOrder);
     if (n_ == kCapacity) {
-      unpark(r);  // only a batch past its limit (a fault build) gets here
+      unpark(r);  // defensive: mark_wake() grants at most kMaxReadersWakeup
     } else {
       records_[n_++] = r;
     }
