@@ -51,9 +51,7 @@ struct CountBits {
   static constexpr bool is_locked(Word c) { return (c & kLockMask) != 0; }
   static constexpr bool has_waiters(Word c) { return (c & L::kWaiters) != 0; }
   static constexpr bool has_handoff(Word c) { return (c & L::kHandoff) != 0; }
-  static constexpr bool is_read_fail(Word c) {
-    return (c & L::kReadFail) != 0;
-  }
+  static constexpr bool is_read_fail(Word c) { return (c & L::kReadFail) != 0; }
   static constexpr bool read_fails(Word c) { return (c & kReadFailedMask) != 0; }
   static constexpr std::uint64_t reader_count(Word c) {
     return static_cast<std::uint64_t>(c >> L::kReaderShift);
