@@ -21,6 +21,8 @@ MODEL_VERDICT_RE = re.compile(
     r"^[a-z0-9][^:]*: (data race|deadlock or lost wake-up|livelock|use after free|check failed)")
 # gtest's line for a failed test (the summary repeats it without the time).
 FAILED_RE = re.compile(r"^\[  FAILED  \] (.*) \([0-9]+ ms\)")
+# The corpus's whole-binary hang guard (conformance/hang_guard.h) aborting.
+HANG_RE = re.compile(r"^HANG: (\S+) still running", re.M)
 # Signs of a test that failed or crashed before gtest printed FAILED.
 CRASH_RE = re.compile(r": Failure$|SEGV|Segmentation fault|uncaught target signal|Aborted|ThreadGroup:")
 CRASH_HOW_RE = re.compile(r"SEGV|Segmentation fault|uncaught target signal|Aborted|"
@@ -97,7 +99,8 @@ def model_verdict(lines):
 def failure_evidence(lines, rc):
     """One line saying how a failed `bazel test` run failed, most telling
     sign first: a model checker verdict, a TSan or ASan report, a failed
-    gtest test, the watchdog, a crash, a timeout, a build failure."""
+    gtest test, the watchdog, the hang guard, a crash, a timeout, a build
+    failure."""
     text = "\n".join(lines)
     verdict = model_verdict(lines)
     if verdict:
@@ -115,6 +118,9 @@ def failure_evidence(lines, rc):
             return re.sub(r", where TypeParam.*", "", m.group(1))
     if "WATCHDOG" in text:
         return "watchdog"
+    m = HANG_RE.search(text)
+    if m:
+        return "hang guard: %s" % m.group(1)
     if any(CRASH_RE.search(l) for l in lines):
         t = running_at(lines, CRASH_RE)
         how = next((m.group(0) for m in map(CRASH_HOW_RE.search, lines) if m), "")
