@@ -108,15 +108,11 @@ struct MergedOwnerLayout {
   static constexpr Word kReadFail = Word{1} << 63;
   static constexpr bool kOwnerInCount = true;
 
-  static constexpr bool encodable(std::uint64_t id) {
-    return id != 0 && (id >> kOwnerBits) == 0;
-  }
+  static constexpr bool encodable(std::uint64_t id) { return id != 0 && (id >> kOwnerBits) == 0; }
   static constexpr Word writer_word(std::uint64_t id) {
     return static_cast<Word>(id) << kOwnerShift;
   }
-  static constexpr std::uint64_t owner_id(Word word) {
-    return (word & kWriterMask) >> kOwnerShift;
-  }
+  static constexpr std::uint64_t owner_id(Word word) { return (word & kWriterMask) >> kOwnerShift; }
 };
 
 }  // namespace rwsem

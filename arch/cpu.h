@@ -57,9 +57,9 @@ inline constexpr std::size_t kCacheLineSize = 32;
 inline constexpr std::size_t kCacheLineSize = 64;
 #endif
 
-inline constexpr TargetInfo kTarget{
-    kTargetName, static_cast<int>(sizeof(long) * 8), static_cast<int>(sizeof(void*) * 8),
-    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__, kCacheLineSize};
+inline constexpr TargetInfo kTarget{kTargetName, static_cast<int>(sizeof(long) * 8),
+                                    static_cast<int>(sizeof(void*) * 8),
+                                    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__, kCacheLineSize};
 
 // A hint to the core that the caller is in a spin-wait loop. It saves power
 // and, on SMT cores, yields pipeline resources to the sibling thread. An ISA

@@ -48,19 +48,18 @@ long raw_wait_classic(std::atomic<std::uint32_t>* word, std::uint32_t expected,
   if (sec > std::numeric_limits<Sec>::max()) sec = std::numeric_limits<Sec>::max();
   ClassicTimespec ts{static_cast<Sec>(sec),
                      static_cast<decltype(ClassicTimespec::tv_nsec)>(deadline_ns % 1000000000)};
-  return syscall(SYS_futex, word, kWaitOp, expected, timed ? &ts : nullptr,
-                 nullptr, FUTEX_BITSET_MATCH_ANY);
+  return syscall(SYS_futex, word, kWaitOp, expected, timed ? &ts : nullptr, nullptr,
+                 FUTEX_BITSET_MATCH_ANY);
 }
 
-long raw_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
-              std::int64_t deadline_ns) {
+long raw_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::int64_t deadline_ns) {
 #if defined(SYS_futex_time64) && !defined(__LP64__)
   const bool timed = deadline_ns != kNoDeadline;
   static std::atomic<bool> have_time64{true};
   if (have_time64.load(std::memory_order_relaxed)) {
     Timespec64 ts{deadline_ns / 1000000000, deadline_ns % 1000000000};
-    long r = syscall(SYS_futex_time64, word, kWaitOp, expected,
-                     timed ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
+    long r = syscall(SYS_futex_time64, word, kWaitOp, expected, timed ? &ts : nullptr, nullptr,
+                     FUTEX_BITSET_MATCH_ANY);
     if (r == 0 || errno != ENOSYS) return r;
     have_time64.store(false, std::memory_order_relaxed);
   }
@@ -76,19 +75,17 @@ int wait_result(std::atomic<std::uint32_t>* word, long r) {
     case EAGAIN:  // *word != expected already
       return 0;
     case ETIMEDOUT:
-    case EINTR:
-      return err;
+    case EINTR: return err;
     default:
-      std::fprintf(stderr, "rwsem: futex_wait(%p) failed: %s\n",
-                   static_cast<void*>(word), std::strerror(err));
+      std::fprintf(stderr, "rwsem: futex_wait(%p) failed: %s\n", static_cast<void*>(word),
+                   std::strerror(err));
       std::abort();
   }
 }
 
 }  // namespace
 
-int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
-               std::int64_t deadline_ns) {
+int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::int64_t deadline_ns) {
   if (deadline_ns <= 0) return ETIMEDOUT;
   return wait_result(word, raw_wait(word, expected, deadline_ns));
 }

@@ -34,8 +34,7 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t),
 
 // Returns 0 when woken or the value differed, ETIMEDOUT at the deadline,
 // EINTR on a signal. Other errors are bugs and abort.
-int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
-               std::int64_t deadline_ns);
+int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::int64_t deadline_ns);
 void futex_wake(std::atomic<std::uint32_t>* word, int n);
 
 // The fallback futex_wait uses when the kernel has no futex_time64 (ENOSYS,

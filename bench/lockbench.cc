@@ -58,13 +58,13 @@
 // "<name>+events", and report the lock event counters of every run. The
 // compared entries in //bench:lockbench are built with events off.
 #include <benchmark/benchmark.h>
-#include <nlohmann/json.hpp>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -115,8 +115,7 @@ struct Machine {
   long cores = 0;
   std::string line() const {
     std::ostringstream os;
-    os << cpu << ", " << cores << " cores, Linux " << kernel << ", " << compiler << ", "
-       << date;
+    os << cpu << ", " << cores << " cores, Linux " << kernel << ", " << compiler << ", " << date;
     return os.str();
   }
 };
@@ -266,7 +265,8 @@ Think calibrate_think(double target_ns) {
   constexpr std::uint64_t kProbe = 1 << 20;
   constexpr int kCalls = 20000;
   Think t;
-  t.iters = std::max<std::uint64_t>(1, std::llround(target_ns * kProbe / best_ns_per_call(kProbe, 1)));
+  t.iters =
+      std::max<std::uint64_t>(1, std::llround(target_ns * kProbe / best_ns_per_call(kProbe, 1)));
   t.ns = best_ns_per_call(t.iters, kCalls);
   t.iters = std::max<std::uint64_t>(1, std::llround(t.iters * target_ns / t.ns));
   t.ns = best_ns_per_call(t.iters, kCalls);
@@ -374,8 +374,7 @@ Usage thread_usage() {
   rusage u{};
   getrusage(RUSAGE_THREAD, &u);
   const auto sec = [](const timeval& tv) { return double(tv.tv_sec) + tv.tv_usec * 1e-6; };
-  return {sec(u.ru_utime) + sec(u.ru_stime),
-          static_cast<std::uint64_t>(u.ru_nvcsw + u.ru_nivcsw)};
+  return {sec(u.ru_utime) + sec(u.ru_stime), static_cast<std::uint64_t>(u.ru_nvcsw + u.ru_nivcsw)};
 }
 
 struct ThreadResult {
@@ -531,7 +530,12 @@ template <class A>
 class Worker {
  public:
   Worker(A& lk, Protected& d, const Flags& f, const Workload& w, int t)
-      : lk_(lk), d_(d), f_(f), w_(w), role_(w.roles[t]), sampler_(t + 1),
+      : lk_(lk),
+        d_(d),
+        f_(f),
+        w_(w),
+        role_(w.roles[t]),
+        sampler_(t + 1),
         // 'M' threads start at different points of the write period.
         until_write_(1 + std::uint64_t(t) * w.period / w.roles.size()) {}
 
@@ -540,7 +544,8 @@ class Worker {
     switch (role_) {
       case 'W': loop([this] { return write(); }); break;
       case 'R': loop([this] { return read(); }); break;
-      default: loop([this] { return --until_write_ ? read() : (until_write_ = w_.period, write()); });
+      default:
+        loop([this] { return --until_write_ ? read() : (until_write_ = w_.period, write()); });
     }
     out.usage = thread_usage() - u0;
     out.reads = reads_;
@@ -747,8 +752,9 @@ struct Entry {
 std::vector<Entry> all_entries() {
   const std::string suffix = rwsem::kLockEventsEnabled ? "+events" : "";
   std::vector<Entry> v;
-#define RWSEM_BENCH_ENTRY(A, name, desc) \
-  v.push_back({std::string(name) + suffix, desc, A::kExclusiveOnly, &run_window<A>, &bm_read<A>, &bm_write<A>});
+#define RWSEM_BENCH_ENTRY(A, name, desc)                                                         \
+  v.push_back({std::string(name) + suffix, desc, A::kExclusiveOnly, &run_window<A>, &bm_read<A>, \
+               &bm_write<A>});
   RWSEM_BENCH_LOCKS(RWSEM_BENCH_ENTRY)
 #undef RWSEM_BENCH_ENTRY
   return v;
@@ -758,7 +764,8 @@ std::vector<Entry> all_entries() {
 std::vector<LatencyResult> run_latency(const std::vector<Entry>& locks, const Config& cfg,
                                        const char* argv0) {
   benchmark::RegisterBenchmark((std::string(kBareFloor) + "/read").c_str(), bm_read<BarePairLock>);
-  benchmark::RegisterBenchmark((std::string(kBareFloor) + "/write").c_str(), bm_write<BarePairLock>);
+  benchmark::RegisterBenchmark((std::string(kBareFloor) + "/write").c_str(),
+                               bm_write<BarePairLock>);
   benchmark::RegisterBenchmark((std::string(kClassFloor) + "/write").c_str(), bm_write<FloorLock>);
   for (const auto& l : locks) {
     if (!l.exclusive_only) benchmark::RegisterBenchmark((l.name + "/read").c_str(), l.bm_read);
@@ -844,8 +851,8 @@ struct Results {
   std::vector<Summary> summaries;
   std::vector<LatencyResult> latency;
   int suspect_cells() const {
-    return static_cast<int>(std::count_if(cells.begin(), cells.end(),
-                                          [](const Cell& c) { return c.suspect(); }));
+    return static_cast<int>(
+        std::count_if(cells.begin(), cells.end(), [](const Cell& c) { return c.suspect(); }));
   }
   const Summary* summary(int scenario, const std::string& lock, int threads) const {
     for (const auto& s : summaries)
@@ -875,8 +882,8 @@ std::string fixed(double x, int prec) {
 std::string percent(double f) { return std::isnan(f) ? "?%" : fixed(100 * f, 0) + "%"; }
 
 std::string mmm(const Spread& s) {
-  return commas(s.min) + "/" + commas(static_cast<std::uint64_t>(std::llround(s.mean()))) +
-         "/" + commas(s.max);
+  return commas(s.min) + "/" + commas(static_cast<std::uint64_t>(std::llround(s.mean()))) + "/" +
+         commas(s.max);
 }
 
 std::string pad(const std::string& s, std::size_t w, bool right = true) {
@@ -909,9 +916,10 @@ std::string role_line(const RunResult& r, char c) {
   const Spread s = r.spread(c);
   const Waits& w = r.waits.at(c);
   std::ostringstream os;
-  os << pad(std::to_string(s.n), 3) << " " << role_name(c, true) << ", Iterations Min/Mean/Max = "
-     << mmm(s) << ", wait p50/p99/p99.9 = " << kops_str(w.p50) << "/" << kops_str(w.p99) << "/"
-     << kops_str(w.p999) << " ns (" << commas(w.samples) << " samples)";
+  os << pad(std::to_string(s.n), 3) << " " << role_name(c, true)
+     << ", Iterations Min/Mean/Max = " << mmm(s) << ", wait p50/p99/p99.9 = " << kops_str(w.p50)
+     << "/" << kops_str(w.p99) << "/" << kops_str(w.p999) << " ns (" << commas(w.samples)
+     << " samples)";
   return os.str();
 }
 
@@ -972,16 +980,15 @@ void print_scenario(std::ostream& os, const Scenario& sc, const std::string& tit
   Table t(os, locks, 14);
   t.print("Balanced rate B (kops/s), median of reps", counts,
           cell(gated([](const Summary& s) { return kops_str(s.median_b); })));
-  Table(os, locks, 20).print("B over reps, min..max (kops/s)", counts,
-                             cell([](const Summary& s) {
-                               return std::to_string(std::llround(s.min_b)) + ".." +
-                                      std::to_string(std::llround(s.max_b));
-                             }));
+  Table(os, locks, 20).print("B over reps, min..max (kops/s)", counts, cell([](const Summary& s) {
+    return std::to_string(std::llround(s.min_b)) + ".." + std::to_string(std::llround(s.max_b));
+  }));
   t.print("B / physical ceiling (median B)", counts,
           cell(gated([](const Summary& s) { return fixed(s.ceiling_ratio, 3); })));
   for (char c : distinct(workload_of(sc, 2, Think{}).roles))
     t.print(std::string("Fairness: ") + role_name(c, false) + " Iterations Min/Max (median rep)",
-            counts, cell([c](const Summary& s) { return fixed(s.median->spread(c).min_max(), 3); }));
+            counts,
+            cell([c](const Summary& s) { return fixed(s.median->spread(c).min_max(), 3); }));
   t.print("Total locking rate (kops/s, median rep)", counts,
           cell([](const Summary& s) { return kops_str(s.median->rate_kops()); }));
 
@@ -1013,8 +1020,8 @@ void print_scenario(std::ostream& os, const Scenario& sc, const std::string& tit
 
 void print_latency(std::ostream& os, const std::vector<LatencyResult>& lat, const Config& cfg) {
   os << "\n== Scenario 6: uncontended lock+unlock latency (Google Benchmark) ==\n";
-  os << "   one thread; CPU ns per lock+unlock, median of " << cfg.reps << " repetitions of >= "
-     << fixed(cfg.min_time, 2) << " s (interleaved)\n"
+  os << "   one thread; CPU ns per lock+unlock, median of " << cfg.reps
+     << " repetitions of >= " << fixed(cfg.min_time, 2) << " s (interleaved)\n"
      << "   floors, one atomic word on its cache line: read = fetch_add acquire / fetch_sub\n"
      << "   release; write, same class = CAS acquire / fetch_sub release (" << kClassFloor
      << ": a sleeping\n   lock's unlock must be an RMW to see WAITERS); write, bare = CAS acquire"
@@ -1024,7 +1031,7 @@ void print_latency(std::ostream& os, const std::vector<LatencyResult>& lat, cons
     if (l.lock == kBareFloor) bare = &l;
     if (l.lock == kClassFloor) cls = &l;
   }
-  const auto over = [](double x, const LatencyResult* floor, double LatencyResult::*f) {
+  const auto over = [](double x, const LatencyResult* floor, double LatencyResult::* f) {
     return floor ? fixed(x / floor->*f, 2) : "-";
   };
   os << "   " << pad("lock", 21, false) << pad("read ns", 10) << pad("x floor", 10)
@@ -1058,9 +1065,9 @@ Json jarr(const std::vector<T>& v, F&& item) {
 }
 
 Json json_machine(const Machine& m) {
-  return {{"cpu", m.cpu},         {"cores", std::uint64_t(m.cores)},
-          {"kernel", m.kernel},   {"compiler", m.compiler},
-          {"date", m.date},       {"line", m.line()}};
+  return {{"cpu", m.cpu},       {"cores", std::uint64_t(m.cores)},
+          {"kernel", m.kernel}, {"compiler", m.compiler},
+          {"date", m.date},     {"line", m.line()}};
 }
 
 Json json_config(const Config& cfg, const Think& think) {
@@ -1117,14 +1124,10 @@ Json json_by_role(const RunResult& r, F&& f) {
 }
 
 Json json_run(const RunResult& r) {
-  Json o = {{"scenario", std::uint64_t(r.scenario)},
-            {"lock", r.lock},
-            {"threads", std::uint64_t(r.threads)},
-            {"rep", std::uint64_t(r.rep)},
-            {"order", std::uint64_t(r.order)},
-            {"skipped", r.skipped},
-            {"exclusive_only", r.exclusive_only},
-            {"window_s", jnum(r.window)}};
+  Json o = {{"scenario", std::uint64_t(r.scenario)}, {"lock", r.lock},
+            {"threads", std::uint64_t(r.threads)},   {"rep", std::uint64_t(r.rep)},
+            {"order", std::uint64_t(r.order)},       {"skipped", r.skipped},
+            {"exclusive_only", r.exclusive_only},    {"window_s", jnum(r.window)}};
   if (r.skipped) return o;
   o["elapsed_s"] = jnum(r.elapsed);
   o["total_ops"] = std::uint64_t(r.total());
@@ -1181,7 +1184,7 @@ Json json_ceiling(const RunResult& r) {
 }
 
 Json json_latency(const LatencyResult& l, const LatencyResult* bare, const LatencyResult* cls) {
-  const auto over = [](double x, const LatencyResult* floor, double LatencyResult::*f) {
+  const auto over = [](double x, const LatencyResult* floor, double LatencyResult::* f) {
     return floor ? x / floor->*f : NAN;
   };
   return {{"lock", l.lock},
@@ -1198,7 +1201,8 @@ void write_json(const std::string& path, const Machine& m, const Config& cfg, co
                 const std::vector<Entry>& locks, const std::vector<const Scenario*>& timed,
                 const Results& res) {
   Json scen = Json::array();
-  for (const Scenario* sc : timed) scen.push_back(json_scenario(sc->id, sc->key, title_of(*sc, think)));
+  for (const Scenario* sc : timed)
+    scen.push_back(json_scenario(sc->id, sc->key, title_of(*sc, think)));
   if (std::find(cfg.scenarios.begin(), cfg.scenarios.end(), 6) != cfg.scenarios.end())
     scen.push_back(json_scenario(6, "latency", "uncontended lock+unlock latency"));
   Json ceilings = Json::array();
@@ -1268,8 +1272,8 @@ std::vector<Step> make_plan(const Config& cfg, const std::vector<const Scenario*
     // Google Benchmark: 3 floors + read and write per lock; each repetition
     // runs a little past min_time after its calibration runs.
     const int n_bm = static_cast<int>(2 * locks.size() + 3);
-    plan.push_back({Step::kLatency, nullptr, 0, 0, 0, nullptr,
-                    n_bm * cfg.reps * (cfg.min_time + 0.05) * 1.3});
+    plan.push_back(
+        {Step::kLatency, nullptr, 0, 0, 0, nullptr, n_bm * cfg.reps * (cfg.min_time + 0.05) * 1.3});
   }
   return plan;
 }
@@ -1282,8 +1286,8 @@ double eta_left(const std::vector<Step>& plan, std::size_t next, double spent) {
   return done > 1 ? left * spent / done : left;
 }
 
-void print_progress_run(const Step& s, const RunResult& r, std::size_t i, std::size_t n,
-                        int reps, double busy, const std::string& timing) {
+void print_progress_run(const Step& s, const RunResult& r, std::size_t i, std::size_t n, int reps,
+                        double busy, const std::string& timing) {
   std::fprintf(stderr, "[%3zu/%zu] scenario %d %-14s threads=%-3d rep %d/%d  %-16s load %-4s %s\n",
                i + 1, n, s.sc->id, s.sc->key, s.threads, s.rep + 1, reps, s.lock->name.c_str(),
                percent(busy).c_str(), timing.c_str());
@@ -1302,7 +1306,8 @@ void print_progress_run(const Step& s, const RunResult& r, std::size_t i, std::s
 Cell check_load(const Step& s) {
   Cell c{s.sc->id, s.threads, machine_busy(kLoadProbe)};
   if (c.suspect())
-    std::fprintf(stderr, "WARNING: machine busy (%s) before scenario %d threads %d: numbers are suspect\n",
+    std::fprintf(stderr,
+                 "WARNING: machine busy (%s) before scenario %d threads %d: numbers are suspect\n",
                  percent(c.busy).c_str(), c.scenario, c.threads);
   return c;
 }
@@ -1314,8 +1319,7 @@ Results execute(const std::vector<Step>& plan, const Config& cfg, const Think& t
   for (std::size_t i = 0; i < plan.size(); ++i) {
     const Step& s = plan[i];
     const double spent = seconds_since(start);
-    const std::string timing =
-        "elapsed " + eta(spent) + "  ETA " + eta(eta_left(plan, i, spent));
+    const std::string timing = "elapsed " + eta(spent) + "  ETA " + eta(eta_left(plan, i, spent));
     switch (s.type) {
       case Step::kLoad:
         res.cells.push_back(check_load(s));
@@ -1324,14 +1328,15 @@ Results execute(const std::vector<Step>& plan, const Config& cfg, const Think& t
         break;
       case Step::kCeiling: {
         RunResult r = run_window<FloorLock>("floor", ceiling_workload_of(*s.sc, think), cfg.window);
-        std::fprintf(stderr, "[ceiling] scenario %d %s: 1 thread on the floor lock, %s kops/s  %s\n",
+        std::fprintf(stderr,
+                     "[ceiling] scenario %d %s: 1 thread on the floor lock, %s kops/s  %s\n",
                      s.sc->id, s.sc->key, kops_str(r.rate_kops()).c_str(), timing.c_str());
         res.ceilings[s.sc->id] = std::move(r);
         break;
       }
       case Step::kRun: {
-        RunResult r = s.lock->run(s.lock->name.c_str(), workload_of(*s.sc, s.threads, think),
-                                  cfg.window);
+        RunResult r =
+            s.lock->run(s.lock->name.c_str(), workload_of(*s.sc, s.threads, think), cfg.window);
         r.rep = s.rep;
         r.order = s.order;
         print_progress_run(s, r, i, plan.size(), cfg.reps, res.cells.back().busy, timing);
@@ -1355,15 +1360,16 @@ void summarize_all(Results& res, const std::vector<const Scenario*>& timed,
     const auto c = res.ceilings.find(sc->id);
     const double ceiling = c == res.ceilings.end() ? NAN : c->second.rate_kops();
     for (const auto& l : locks)
-      for (int n : counts(*sc)) res.summaries.push_back(summarize(res.runs, sc->id, l.name, n, ceiling));
+      for (int n : counts(*sc))
+        res.summaries.push_back(summarize(res.runs, sc->id, l.name, n, ceiling));
   }
 }
 
 std::string load_summary(const Results& res) {
   std::ostringstream os;
   os << "machine load: " << res.suspect_cells() << " of " << res.cells.size()
-     << " cells started with the machine more than " << percent(kBusyThreshold)
-     << " busy" << (res.suspect_cells() ? " (numbers there are suspect)" : "");
+     << " cells started with the machine more than " << percent(kBusyThreshold) << " busy"
+     << (res.suspect_cells() ? " (numbers there are suspect)" : "");
   return os.str();
 }
 
@@ -1428,8 +1434,8 @@ int main(int argc, char** argv) {
   const Machine m = describe_machine();
   const Think think = calibrate_think(kThinkNs);
   const std::vector<Step> plan = make_plan(cfg, timed, locks, counts);
-  const auto runs = std::count_if(plan.begin(), plan.end(),
-                                  [](const Step& s) { return s.type == Step::kRun; });
+  const auto runs =
+      std::count_if(plan.begin(), plan.end(), [](const Step& s) { return s.type == Step::kRun; });
   std::fprintf(stderr, "lockbench: %s\n", m.line().c_str());
   std::fprintf(stderr,
                "lockbench: %zu locks, %ld timed runs of %.2f s (%d reps per cell), %zu ceilings, "
@@ -1445,7 +1451,8 @@ int main(int argc, char** argv) {
   // Text tables: stdout and bench-out/results.txt.
   std::ostringstream txt;
   txt << "rwsem locking microbenchmark" << (rwsem::kLockEventsEnabled ? " (lock events on)" : "")
-      << "\nmachine: " << m.line() << "\n" << load_summary(res) << "\nlocks:\n";
+      << "\nmachine: " << m.line() << "\n"
+      << load_summary(res) << "\nlocks:\n";
   for (const auto& l : locks)
     txt << "   " << pad(l.name, 21, false) << " " << l.description
         << (l.exclusive_only ? " [exclusive-only]" : "") << "\n";

@@ -140,30 +140,29 @@ struct TbbQueuing {
 
 // RWSEM_BENCH_LOCKS(X) lists X(Adapter, "name", "description") once per lock.
 // Add a lock here; nothing else needs to change.
-#define RWSEM_BENCH_RWSEM_LOCKS(X)                                                   \
-  X(::bench::Plain<::rwsem::RwSemaphore>, "rwsem",                                   \
-    "rwsem::RwSemaphore, default layout, optimistic spinning on (default budget)")  \
-  X(::bench::Plain<::bench::RwsemNoSpin>, "rwsem-nospin",                            \
+#define RWSEM_BENCH_RWSEM_LOCKS(X)                                                 \
+  X(::bench::Plain<::rwsem::RwSemaphore>, "rwsem",                                 \
+    "rwsem::RwSemaphore, default layout, optimistic spinning on (default budget)") \
+  X(::bench::Plain<::bench::RwsemNoSpin>, "rwsem-nospin",                          \
     "rwsem::RwSemaphore, default layout, Options{spin_budget=0}: spinning off")
 
 #if defined(RWSEM_BENCH_RWSEM_ONLY)
 #define RWSEM_BENCH_LOCKS(X) RWSEM_BENCH_RWSEM_LOCKS(X)
 #else
-#define RWSEM_BENCH_LOCKS(X)                                                         \
-  RWSEM_BENCH_RWSEM_LOCKS(X)                                                         \
-  X(::bench::Plain<::rwsem::QRwLock>, "qrwlock",                                     \
-    "rwsem::QRwLock, the companion queued rwlock (spins, never sleeps)")              \
-  X(::bench::Plain<::rwsem::Mutex>, "mutex",                                         \
-    "rwsem::Mutex, the companion mutex (spinning, waiter spinning, handoff)")         \
-  X(::bench::Plain<::bench::PthreadRwlock<PTHREAD_RWLOCK_PREFER_READER_NP>>,         \
-    "pthread", "pthread_rwlock_t, glibc default (prefer readers)")                   \
-  X(::bench::Plain<                                                                  \
-        ::bench::PthreadRwlock<PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP>>,       \
-    "pthread-wpref", "pthread_rwlock_t, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP") \
-  X(::bench::Plain<std::shared_mutex>, "std-shared", "std::shared_mutex (libstdc++)") \
+#define RWSEM_BENCH_LOCKS(X)                                                               \
+  RWSEM_BENCH_RWSEM_LOCKS(X)                                                               \
+  X(::bench::Plain<::rwsem::QRwLock>, "qrwlock",                                           \
+    "rwsem::QRwLock, the companion queued rwlock (spins, never sleeps)")                   \
+  X(::bench::Plain<::rwsem::Mutex>, "mutex",                                               \
+    "rwsem::Mutex, the companion mutex (spinning, waiter spinning, handoff)")              \
+  X(::bench::Plain<::bench::PthreadRwlock<PTHREAD_RWLOCK_PREFER_READER_NP>>, "pthread",    \
+    "pthread_rwlock_t, glibc default (prefer readers)")                                    \
+  X(::bench::Plain<::bench::PthreadRwlock<PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP>>,  \
+    "pthread-wpref", "pthread_rwlock_t, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP")     \
+  X(::bench::Plain<std::shared_mutex>, "std-shared", "std::shared_mutex (libstdc++)")      \
   X(::bench::Plain<::bench::AbslMutex>, "absl", "absl::Mutex, readers in ReaderLock mode") \
-  X(::bench::TbbQueuing, "tbb-queuing", "tbb::queuing_rw_mutex (oneTBB)")            \
-  X(::bench::Plain<::tbb::spin_rw_mutex>, "tbb-spin", "tbb::spin_rw_mutex (oneTBB)") \
+  X(::bench::TbbQueuing, "tbb-queuing", "tbb::queuing_rw_mutex (oneTBB)")                  \
+  X(::bench::Plain<::tbb::spin_rw_mutex>, "tbb-spin", "tbb::spin_rw_mutex (oneTBB)")       \
   X(::bench::Plain<::boost::shared_mutex>, "boost-shared", "boost::shared_mutex")
 #endif
 

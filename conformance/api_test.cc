@@ -55,9 +55,24 @@ TYPED_TEST(SharedTimedMutexApi, TimedTriesSucceedWhenFreedInTime) {
   sem.lock();
   std::atomic<int> got{0};
   ThreadGroup g;
-  g.spawn([&] { if (sem.try_lock_for(60s)) { got++; sem.unlock(); } });
-  g.spawn([&] { if (sem.try_lock_shared_until(Clock::now() + 60s)) { got++; sem.unlock_shared(); } });
-  g.spawn([&] { if (sem.try_lock_shared_until(std::chrono::system_clock::now() + 60s)) { got++; sem.unlock_shared(); } });
+  g.spawn([&] {
+    if (sem.try_lock_for(60s)) {
+      got++;
+      sem.unlock();
+    }
+  });
+  g.spawn([&] {
+    if (sem.try_lock_shared_until(Clock::now() + 60s)) {
+      got++;
+      sem.unlock_shared();
+    }
+  });
+  g.spawn([&] {
+    if (sem.try_lock_shared_until(std::chrono::system_clock::now() + 60s)) {
+      got++;
+      sem.unlock_shared();
+    }
+  });
   ASSERT_TRUE(eventually(sem, [&] { return rwsem::testing::Peer::queue_length(sem) == 3; },
                          "three timed waiters queued"));
   sem.unlock();
@@ -95,10 +110,17 @@ TYPED_TEST(SharedTimedMutexApi, ExpiredWriterDoesNotStrandReaders) {
   std::atomic<bool> writer_done{false};
   std::atomic<int> readers_in{0};
   ThreadGroup g;
-  g.spawn([&] { EXPECT_FALSE(sem.try_lock_for(2s)); writer_done = true; });
+  g.spawn([&] {
+    EXPECT_FALSE(sem.try_lock_for(2s));
+    writer_done = true;
+  });
   ASSERT_TRUE(eventually(sem, [&] { return rwsem::testing::Peer::queue_length(sem) == 1; },
                          "timed writer queued"));
-  ASSERT_TRUE(g.spawn_n(3, [&](int) { sem.lock_shared(); readers_in++; sem.unlock_shared(); }));
+  ASSERT_TRUE(g.spawn_n(3, [&](int) {
+    sem.lock_shared();
+    readers_in++;
+    sem.unlock_shared();
+  }));
   // While the writer waits, the readers queue behind it...
   // (On a very slow target the writer may give up first; then there is no
   // queue to check.)
@@ -148,10 +170,8 @@ TYPED_TEST(SharedTimedMutexApi, ManyThreadsTryLockShared) {
   ThreadGroup g;
   ASSERT_TRUE(g.spawn_n(8, [&](int) {
     for (int i = 0; i < 2000; ++i) {
-      if (sem.try_lock_shared())
-        sem.unlock_shared();
-      else
-        refused++;
+      if (sem.try_lock_shared()) sem.unlock_shared();
+      else refused++;
     }
   }));
   g.join();

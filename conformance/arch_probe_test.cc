@@ -47,18 +47,17 @@ std::string Where() {
   return std::string("[target ") + kTarget.name + ", table row " + kExpected + "]";
 }
 
-#define SKIP_WITHOUT_TABLE()                                                  \
-  if (!kHaveExpectations)                                                     \
-  GTEST_SKIP() << "no --config=<target>: the table's expectations are not "   \
-                  "compiled in; built for "                                   \
+#define SKIP_WITHOUT_TABLE()                                                \
+  if (!kHaveExpectations)                                                   \
+  GTEST_SKIP() << "no --config=<target>: the table's expectations are not " \
+                  "compiled in; built for "                                 \
                << kTarget.name
 
 TEST(ArchProbe, BuiltForTheRequestedTarget) {
   SKIP_WITHOUT_TABLE();
   EXPECT_STREQ(kTarget.name, kExpected)
-      << Where() << ": the toolchain compiled for " << kTarget.name
-      << " but the build asked for " << kExpected
-      << " (did toolchain resolution fall back to the host?)";
+      << Where() << ": the toolchain compiled for " << kTarget.name << " but the build asked for "
+      << kExpected << " (did toolchain resolution fall back to the host?)";
 }
 
 // The executable's own ELF header, as the kernel (or QEMU, which serves
@@ -71,7 +70,12 @@ TEST(ArchProbe, ExecutableIsForTheTablesMachine) {
   unsigned char h[20] = {};
   exe.read(reinterpret_cast<char*>(h), sizeof(h));
   ASSERT_EQ(exe.gcount(), 20) << Where();
-  ASSERT_EQ(std::memcmp(h, "\x7f" "ELF", 4), 0) << Where() << ": not an ELF file";
+  ASSERT_EQ(std::memcmp(h,
+                        "\x7f"
+                        "ELF",
+                        4),
+            0)
+      << Where() << ": not an ELF file";
   const int elf_class = h[4], elf_data = h[5];
   const int machine = elf_data == 2 ? h[18] * 256 + h[19] : h[19] * 256 + h[18];
   EXPECT_EQ(machine, kExpectedElfMachine) << Where() << ": e_machine of this binary";
@@ -100,8 +104,7 @@ TEST(ArchProbe, ByteOrder) {
       << "the first byte of 0x01020304 is " << int(bytes[0]);
   SKIP_WITHOUT_TABLE();
   EXPECT_EQ(kTarget.big_endian, kExpectedBigEndian)
-      << Where() << ": the table says " << (kExpectedBigEndian ? "big" : "little")
-      << " endian";
+      << Where() << ": the table says " << (kExpectedBigEndian ? "big" : "little") << " endian";
 }
 
 TEST(ArchProbe, CacheLine) {
@@ -109,11 +112,10 @@ TEST(ArchProbe, CacheLine) {
   std::printf("%s cache line %zu bytes\n", Where().c_str(), kCacheLineSize);
   EXPECT_GT(kCacheLineSize, 0u) << Where();
   EXPECT_EQ(kCacheLineSize & (kCacheLineSize - 1), 0u)
-      << Where() << ": cache line " << kCacheLineSize
-      << " is not a power of two";
+      << Where() << ": cache line " << kCacheLineSize << " is not a power of two";
   EXPECT_GE(kCacheLineSize, alignof(std::max_align_t))
-      << Where() << ": cache line " << kCacheLineSize
-      << " is smaller than alignof(max_align_t) " << alignof(std::max_align_t);
+      << Where() << ": cache line " << kCacheLineSize << " is smaller than alignof(max_align_t) "
+      << alignof(std::max_align_t);
 }
 
 TEST(ArchProbe, AtomicsAreLockFree) {
@@ -185,7 +187,7 @@ struct Chain {
 }
 
 TEST(ArchProbe, SignalDeliveryPreservesRegisters) {
-  struct sigaction sa {}, old {};
+  struct sigaction sa{}, old{};
   sa.sa_handler = probe_handler;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
@@ -218,8 +220,8 @@ TEST(ArchProbe, SignalDeliveryPreservesRegisters) {
   std::printf("%s %ld signals handled over %ld chunks, %ld chunks differed\n", Where().c_str(),
               handled, chunks, bad);
   EXPECT_GT(handled, 1000) << Where() << ": too few signals reached the thread to judge";
-  EXPECT_EQ(bad, 0) << Where() << ": registers changed across signal delivery in " << bad
-                    << " of " << chunks << " chunks (" << handled << " signals)";
+  EXPECT_EQ(bad, 0) << Where() << ": registers changed across signal delivery in " << bad << " of "
+                    << chunks << " chunks (" << handled << " signals)";
 }
 
 }  // namespace

@@ -38,8 +38,8 @@ class FutexWait : public ::testing::TestWithParam<Impl> {};
 
 TEST(FutexAbi, ReportTimeT) {
   // For the log: which time_t this binary has.
-  std::printf("sizeof(time_t)=%zu sizeof(struct timespec)=%zu sizeof(long)=%zu\n",
-              sizeof(time_t), sizeof(struct timespec), sizeof(long));
+  std::printf("sizeof(time_t)=%zu sizeof(struct timespec)=%zu sizeof(long)=%zu\n", sizeof(time_t),
+              sizeof(struct timespec), sizeof(long));
 #if defined(RWSEM_EXPECT_TIME64)
   EXPECT_EQ(sizeof(time_t), 8u) << "built with _TIME_BITS=64 but time_t is not 64-bit";
 #endif
@@ -58,8 +58,7 @@ TEST_P(FutexWait, TimesOutAtTheDeadlineNotBefore) {
     } while (r == EINTR);
     const std::int64_t now = monotonic_now_ns();
     EXPECT_EQ(r, ETIMEDOUT);
-    EXPECT_GE(now, deadline) << "returned " << (deadline - now) / 1e6
-                             << " ms before the deadline";
+    EXPECT_GE(now, deadline) << "returned " << (deadline - now) / 1e6 << " ms before the deadline";
   }
 }
 

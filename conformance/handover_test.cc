@@ -45,7 +45,9 @@ class Handover : public ::testing::Test {
   // Writers set every word to round+1. A section must see one consistent
   // value and never one from the future; TSan checks it is the latest.
   static void section(Lock& sem, Kind k, long* data, int round, std::atomic<int>& stale) {
-    auto write = [&] { for (int i = 0; i < 4; ++i) data[i] = round + 1; };
+    auto write = [&] {
+      for (int i = 0; i < 4; ++i) data[i] = round + 1;
+    };
     // Before our own write the newest value any earlier section can have
     // stored is `round`; after it, round + 1.
     long newest = round;
@@ -76,11 +78,17 @@ class Handover : public ::testing::Test {
 TYPED_TEST_SUITE(Handover, AllLocks, LockNames);
 
 // up_write (release) -> down_read (acquire)
-TYPED_TEST(Handover, WriterToReader) { TestFixture::ping_pong(TestFixture::kWrite, TestFixture::kRead); }
+TYPED_TEST(Handover, WriterToReader) {
+  TestFixture::ping_pong(TestFixture::kWrite, TestFixture::kRead);
+}
 // up_read (release) -> down_write (acquire): the reader's loads must happen
 // before the writer's stores.
-TYPED_TEST(Handover, ReaderToWriter) { TestFixture::ping_pong(TestFixture::kRead, TestFixture::kWrite); }
-TYPED_TEST(Handover, WriterToWriter) { TestFixture::ping_pong(TestFixture::kWrite, TestFixture::kWrite); }
+TYPED_TEST(Handover, ReaderToWriter) {
+  TestFixture::ping_pong(TestFixture::kRead, TestFixture::kWrite);
+}
+TYPED_TEST(Handover, WriterToWriter) {
+  TestFixture::ping_pong(TestFixture::kWrite, TestFixture::kWrite);
+}
 // downgrade_write (release) -> down_read (acquire)
 TYPED_TEST(Handover, DowngradeToReader) {
   if (!kDowngrade<TypeParam>) GTEST_SKIP() << TypeParam::kName << " has no downgrade";
@@ -93,35 +101,35 @@ TYPED_TEST(Handover, ReaderJoinsDowngradedWriter) {
   if constexpr (!kDowngrade<TypeParam>) {
     GTEST_SKIP() << TypeParam::kName << " has no downgrade";
   } else {
-  typename TestFixture::Lock sem;
-  long data[4] = {};
-  std::atomic<int> turn{0};  // relaxed only, as above
-  std::atomic<int> stale{0};
-  constexpr int kRounds = 2000;
-  std::thread writer([&] {
-    for (int r = 0; r < kRounds; ++r) {
-      while (turn.load(std::memory_order_relaxed) != 2 * r) std::this_thread::yield();
-      sem.down_write();
-      for (long& d : data) d = r + 1;
-      sem.downgrade_write();
-      turn.store(2 * r + 1, std::memory_order_relaxed);
-      while (turn.load(std::memory_order_relaxed) != 2 * r + 2) std::this_thread::yield();
-      sem.up_read();
-    }
-  });
-  std::thread reader([&] {
-    for (int r = 0; r < kRounds; ++r) {
-      while (turn.load(std::memory_order_relaxed) != 2 * r + 1) std::this_thread::yield();
-      sem.down_read();
-      for (long d : data) stale += d != r + 1;
-      sem.up_read();
-      turn.store(2 * r + 2, std::memory_order_relaxed);
-    }
-  });
-  writer.join();
-  reader.join();
-  EXPECT_EQ(stale.load(), 0);
-  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+    typename TestFixture::Lock sem;
+    long data[4] = {};
+    std::atomic<int> turn{0};  // relaxed only, as above
+    std::atomic<int> stale{0};
+    constexpr int kRounds = 2000;
+    std::thread writer([&] {
+      for (int r = 0; r < kRounds; ++r) {
+        while (turn.load(std::memory_order_relaxed) != 2 * r) std::this_thread::yield();
+        sem.down_write();
+        for (long& d : data) d = r + 1;
+        sem.downgrade_write();
+        turn.store(2 * r + 1, std::memory_order_relaxed);
+        while (turn.load(std::memory_order_relaxed) != 2 * r + 2) std::this_thread::yield();
+        sem.up_read();
+      }
+    });
+    std::thread reader([&] {
+      for (int r = 0; r < kRounds; ++r) {
+        while (turn.load(std::memory_order_relaxed) != 2 * r + 1) std::this_thread::yield();
+        sem.down_read();
+        for (long d : data) stale += d != r + 1;
+        sem.up_read();
+        turn.store(2 * r + 2, std::memory_order_relaxed);
+      }
+    });
+    writer.join();
+    reader.join();
+    EXPECT_EQ(stale.load(), 0);
+    EXPECT_EQ(sem.count(), 0u) << sem.describe();
   }
 }
 

@@ -1,8 +1,8 @@
 // The whole-binary hang guard: see hang_guard.h.
 #include "conformance/hang_guard.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,7 +114,7 @@ class Guard {
   void emit(const std::string& text) {
     std::fflush(stderr);
     write_all(2, text);
-    struct stat now {}, orig {};
+    struct stat now{}, orig{};
     if (orig_stderr_ >= 0 && fstat(2, &now) == 0 && fstat(orig_stderr_, &orig) == 0 &&
         (now.st_dev != orig.st_dev || now.st_ino != orig.st_ino))
       write_all(orig_stderr_, text);
@@ -160,7 +160,6 @@ class Guard {
     std::fflush(stdout);
     std::abort();
   }
-
 
   // The stderr of process start (the guard is built before main()), before
   // any gtest redirection.

@@ -23,8 +23,8 @@ class Layout : public ::testing::Test {
   static std::string table() {
     std::ostringstream os;
     auto row = [&](const char* name, Word v) {
-      os << "  " << name << " = 0x" << std::hex << static_cast<std::uint64_t>(v)
-         << std::dec << "\n";
+      os << "  " << name << " = 0x" << std::hex << static_cast<std::uint64_t>(v) << std::dec
+         << "\n";
     };
     os << "layout " << L::kName << " (" << B::kWordBits << "-bit word)\n";
     row("kWriterMask     ", L::kWriterMask);
@@ -45,8 +45,12 @@ TYPED_TEST(Layout, MasksAreDisjointAndCoverTheWord) {
   using L = TypeParam;
   using B = typename TestFixture::B;
   using Word = typename TestFixture::Word;
-  const Word parts[] = {L::kWriterMask, L::kWaiters, L::kHandoff, L::kReservedMask,
-                        static_cast<Word>(B::kReaderMask & ~L::kReadFail), L::kReadFail};
+  const Word parts[] = {L::kWriterMask,
+                        L::kWaiters,
+                        L::kHandoff,
+                        L::kReservedMask,
+                        static_cast<Word>(B::kReaderMask & ~L::kReadFail),
+                        L::kReadFail};
   Word seen = 0;
   for (std::size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i) {
     const Word p = parts[i];
@@ -54,8 +58,7 @@ TYPED_TEST(Layout, MasksAreDisjointAndCoverTheWord) {
     EXPECT_EQ(seen & p, 0u) << "overlapping masks\n" << TestFixture::table();
     seen |= p;
   }
-  EXPECT_EQ(seen, static_cast<Word>(~Word{0})) << "bits unaccounted for\n"
-                                               << TestFixture::table();
+  EXPECT_EQ(seen, static_cast<Word>(~Word{0})) << "bits unaccounted for\n" << TestFixture::table();
 }
 
 TYPED_TEST(Layout, ReadFailedMaskIsWriterWaitersHandoffReadFail) {
@@ -64,7 +67,8 @@ TYPED_TEST(Layout, ReadFailedMaskIsWriterWaitersHandoffReadFail) {
   EXPECT_EQ(B::kReadFailedMask, L::kWriterMask | L::kWaiters | L::kHandoff | L::kReadFail)
       << TestFixture::table();
   EXPECT_EQ(L::kReadFail, typename L::Word{1} << (B::kWordBits - 1))
-      << "READFAIL must be the sign bit\n" << TestFixture::table();
+      << "READFAIL must be the sign bit\n"
+      << TestFixture::table();
 }
 
 TYPED_TEST(Layout, MatchesTheDesignTable) {
@@ -78,8 +82,8 @@ TYPED_TEST(Layout, MatchesTheDesignTable) {
     EXPECT_EQ(L::kReservedMask, 0xF8u) << TestFixture::table();
     EXPECT_EQ(L::kReaderShift, 8) << TestFixture::table();
     EXPECT_EQ(B::kWordBits, name == "generic64" ? 64 : 32);
-    EXPECT_EQ(B::kMaxReaders, name == "generic64" ? (std::uint64_t{1} << 55)
-                                                  : (std::uint64_t{1} << 23));
+    EXPECT_EQ(B::kMaxReaders,
+              name == "generic64" ? (std::uint64_t{1} << 55) : (std::uint64_t{1} << 23));
   } else {
     ASSERT_EQ(name, "merged");
     EXPECT_EQ(L::kWaiters, 1u << 0) << TestFixture::table();
@@ -120,7 +124,8 @@ TYPED_TEST(Layout, DescribeDecodesEveryFlag) {
     if (!B::has_waiters(c.word)) EXPECT_EQ(d.find("waiters"), std::string::npos) << d;
   }
   if (L::kReservedMask != 0) {
-    const std::string d = rwsem::describe<L>(static_cast<Word>(L::kReservedMask & (0 - L::kReservedMask)));
+    const std::string d =
+        rwsem::describe<L>(static_cast<Word>(L::kReservedMask & (0 - L::kReservedMask)));
     EXPECT_NE(d.find("reserved="), std::string::npos) << d;
   }
 }
@@ -153,9 +158,9 @@ TEST(LockSize, FitsTheBudget) {
 
 TEST(LockSize, DefaultLayoutPerTarget) {
   const std::string target = rwsem::arch::kTarget.name;
-  const std::string expected = target == "x86_64"              ? "merged"
+  const std::string expected = target == "x86_64"                        ? "merged"
                                : rwsem::arch::kTarget.pointer_bits == 64 ? "generic64"
-                                                                      : "generic32";
+                                                                         : "generic32";
   EXPECT_EQ(rwsem::DefaultLayout::kName, expected) << "on " << target;
 }
 

@@ -91,7 +91,8 @@ bool wait_for(Pred pred, std::chrono::duration<double> limit) {
   HangGuard::extend_until(give_up);
   for (unsigned i = 0; !pred(); ++i) {
     if ((i & 63) == 0 && Clock::now() > give_up) return false;
-    if (i < 64) rwsem::arch::cpu_relax(); else std::this_thread::yield();
+    if (i < 64) rwsem::arch::cpu_relax();
+    else std::this_thread::yield();
   }
   return true;
 }
@@ -224,8 +225,7 @@ TYPED_TEST(Lifetime, DestroyAfterUnlock) {
   // How long a releaser may take to return from unlock() once everyone
   // else is done with the lock: generous (preemption, QEMU, TSan); a
   // releaser asleep on a destroyed lock's wait lock never returns.
-  const auto returns_within =
-      std::min<std::chrono::duration<double>>(hang_limit(), window(3));
+  const auto returns_within = std::min<std::chrono::duration<double>>(hang_limit(), window(3));
   std::printf("[lifetime destroy %s] seed=%llu window=%.1fs %s\n", T::kName,
               static_cast<unsigned long long>(seed), run_for.count(),
 #if defined(LIFETIME_ASAN)
@@ -242,8 +242,8 @@ TYPED_TEST(Lifetime, DestroyAfterUnlock) {
   std::atomic<std::uint64_t> w_got{0}, w_timed_out{0};
   auto state = HangGuard::watch("destroy-after-unlock harness", [&] {
     std::ostringstream os;
-    os << "iteration " << go.load() << ": R held " << held.load() << ", W done "
-       << w_done.load() << ", R returned " << r_done.load();
+    os << "iteration " << go.load() << ": R held " << held.load() << ", W done " << w_done.load()
+       << ", R returned " << r_done.load();
     return os.str();
   });
   auto rnd = [&](std::int64_t i, int k) {
@@ -260,12 +260,14 @@ TYPED_TEST(Lifetime, DestroyAfterUnlock) {
         return;
       T& l = *cur.load(std::memory_order_acquire);
       const bool rd = kShared<T> && (rnd(i, 0) & 3) == 0;
-      if (rd) read_lock(l); else l.lock();
+      if (rd) read_lock(l);
+      else l.lock();
       held.store(i, std::memory_order_release);
       // Sleep, not spin: on two cores W and D must run while R holds.
       const struct timespec ts = {0, static_cast<long>(hold_us(i) * 1000)};
       nanosleep(&ts, nullptr);
-      if (rd) read_unlock(l); else l.unlock();
+      if (rd) read_unlock(l);
+      else l.unlock();
       // Past this point R must not touch the lock.
       r_done.store(i, std::memory_order_release);
     }
@@ -339,21 +341,23 @@ TYPED_TEST(Lifetime, DestroyAfterUnlock) {
   const bool releaser_stuck = !failure.empty() && r_done.load() != i;
   stop.store(true);
   waiter.join();
-  if (releaser_stuck) releaser.detach(); else releaser.join();
+  if (releaser_stuck) releaser.detach();
+  else releaser.join();
   // Drain the quarantine (all threads are done with every lock now).
   for (const auto& q : ring) {
     const std::string d = poison_damage(q);
     if (!d.empty()) damage.push_back(d);
     if (!releaser_stuck) std::free(q.buf);  // a stuck releaser still points into it
   }
-  std::printf("[lifetime destroy %s] seed=%llu iterations=%lld waiter got the lock %llu, "
-              "timed out %llu; destroyer locked first %llu; destroyed while the releaser "
-              "was still in unlock(): %llu; buffers written after destruction: %zu\n",
-              T::kName, static_cast<unsigned long long>(seed), static_cast<long long>(i),
-              static_cast<unsigned long long>(w_got.load()),
-              static_cast<unsigned long long>(w_timed_out.load()),
-              static_cast<unsigned long long>(lock_first),
-              static_cast<unsigned long long>(overlaps), damage.size());
+  std::printf(
+      "[lifetime destroy %s] seed=%llu iterations=%lld waiter got the lock %llu, "
+      "timed out %llu; destroyer locked first %llu; destroyed while the releaser "
+      "was still in unlock(): %llu; buffers written after destruction: %zu\n",
+      T::kName, static_cast<unsigned long long>(seed), static_cast<long long>(i),
+      static_cast<unsigned long long>(w_got.load()),
+      static_cast<unsigned long long>(w_timed_out.load()),
+      static_cast<unsigned long long>(lock_first), static_cast<unsigned long long>(overlaps),
+      damage.size());
   std::fflush(stdout);
   EXPECT_TRUE(failure.empty()) << failure << "\nseed=" << seed;
   for (const auto& d : damage) ADD_FAILURE() << d << "\nseed=" << seed;
@@ -406,7 +410,8 @@ TYPED_TEST(Lifetime, ShortLivedThreads) {
     ThreadGroup spinners;
     ASSERT_TRUE(spinners.spawn_n(2, [&](int s) {
       for (std::uint64_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
-        if ((mix(seed ^ (s * 1000003 + k)) & 3) == 0) read_once(0); else write_once(0);
+        if ((mix(seed ^ (s * 1000003 + k)) & 3) == 0) read_once(0);
+        else write_once(0);
       }
     }));
     const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(run_for);
@@ -425,13 +430,13 @@ TYPED_TEST(Lifetime, ShortLivedThreads) {
     stop.store(true);
     spinners.join();
   }
-  std::printf("[lifetime short-lived %s] seed=%llu short-lived threads=%llu writes=%llu "
-              "reads=%llu torn=%llu\n",
-              T::kName, static_cast<unsigned long long>(seed),
-              static_cast<unsigned long long>(threads_created),
-              static_cast<unsigned long long>(writes.load()),
-              static_cast<unsigned long long>(reads.load()),
-              static_cast<unsigned long long>(torn.load()));
+  std::printf(
+      "[lifetime short-lived %s] seed=%llu short-lived threads=%llu writes=%llu "
+      "reads=%llu torn=%llu\n",
+      T::kName, static_cast<unsigned long long>(seed),
+      static_cast<unsigned long long>(threads_created),
+      static_cast<unsigned long long>(writes.load()), static_cast<unsigned long long>(reads.load()),
+      static_cast<unsigned long long>(torn.load()));
   std::fflush(stdout);
   EXPECT_EQ(torn.load(), 0u) << "readers saw a write in progress; seed=" << seed;
   EXPECT_EQ(a, writes.load()) << "lost or doubled writes; seed=" << seed;
@@ -455,9 +460,9 @@ TYPED_TEST(Lifetime, ShortLivedThreads) {
 // ids: the lock's owner must never be the new thread.
 // (Where the merged layout does not build, lock_types.h, the test is
 // skipped; the alias then names a lock that builds, so the file compiles.)
-using MergedSem = rwsem::BasicRwSemaphore<
-    std::conditional_t<kLayoutBuildsHere<rwsem::MergedOwnerLayout>, rwsem::MergedOwnerLayout,
-                       rwsem::Generic32Layout>>;
+using MergedSem =
+    rwsem::BasicRwSemaphore<std::conditional_t<kLayoutBuildsHere<rwsem::MergedOwnerLayout>,
+                                               rwsem::MergedOwnerLayout, rwsem::Generic32Layout>>;
 MergedSem* g_late_sem = nullptr;
 std::atomic<int> g_late_phase{0};  // 1 held by the dtor, 2 release, 3 released
 std::atomic<bool> g_late_release_timed_out{false};
@@ -468,8 +473,7 @@ struct LateLocker {
     if (!armed) return;
     g_late_sem->down_write();
     g_late_phase.store(1, std::memory_order_release);
-    if (!wait_for([] { return g_late_phase.load(std::memory_order_acquire) == 2; },
-                  hang_limit()))
+    if (!wait_for([] { return g_late_phase.load(std::memory_order_acquire) == 2; }, hang_limit()))
       g_late_release_timed_out.store(true);
     g_late_sem->up_write();
     g_late_phase.store(3, std::memory_order_release);
@@ -506,12 +510,13 @@ void late_lock_scenario(bool cache_writer_word_first) {
     if (u_trylock) sem.up_write();
   });
   u.join();
-  std::printf("[lifetime thread_local %s] exited thread's id 0x%llx, lock owner 0x%llx, "
-              "new thread's id 0x%llx%s\n",
-              cache_writer_word_first ? "writer word cached" : "no writer word cached",
-              static_cast<unsigned long long>(t_id.load()),
-              static_cast<unsigned long long>(owner), static_cast<unsigned long long>(u_id),
-              owner == u_id ? "  <- the same owner id for two live threads" : "");
+  std::printf(
+      "[lifetime thread_local %s] exited thread's id 0x%llx, lock owner 0x%llx, "
+      "new thread's id 0x%llx%s\n",
+      cache_writer_word_first ? "writer word cached" : "no writer word cached",
+      static_cast<unsigned long long>(t_id.load()), static_cast<unsigned long long>(owner),
+      static_cast<unsigned long long>(u_id),
+      owner == u_id ? "  <- the same owner id for two live threads" : "");
   std::fflush(stdout);
   EXPECT_NE(owner, 0u) << "the destructor's write lock shows no owner: " << lock_state(sem);
   EXPECT_NE(owner, u_id)
@@ -578,8 +583,9 @@ const char* stage_name(int s) {
     case kStarted: return "main thread using the idle locks B";
     case kMainUsedIdleLocks: return "main thread using fresh locks C";
     case kMainUsedFreshLocks: return "spawning two threads";
-    case kSpawnedThreads: return "new threads using B and C (their first lock call takes "
-                                 "a thread record from the pool)";
+    case kSpawnedThreads:
+      return "new threads using B and C (their first lock call takes "
+             "a thread record from the pool)";
     case kJoinedThreads: return "exiting";
   }
   return "?";
@@ -591,11 +597,16 @@ struct ForkLocks {
   rwsem::QRwLock qrw;
   void use(int n) {
     for (int k = 0; k < n; ++k) {
-      rw.down_write(); rw.up_write();
-      rw.down_read(); rw.up_read();
-      mu.lock(); mu.unlock();
-      qrw.lock(); qrw.unlock();
-      qrw.lock_shared(); qrw.unlock_shared();
+      rw.down_write();
+      rw.up_write();
+      rw.down_read();
+      rw.up_read();
+      mu.lock();
+      mu.unlock();
+      qrw.lock();
+      qrw.unlock();
+      qrw.lock_shared();
+      qrw.unlock_shared();
     }
   }
 };
@@ -645,8 +656,9 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
   // main thread only; native runs cover children that start threads.
   const bool child_threads = std::getenv("RWSEM_UNDER_QEMU") == nullptr;
   if (!child_threads)
-    std::printf("[lifetime fork] under QEMU: children do not start threads (QEMU user mode "
-                "aborts when the child of a multi-threaded fork starts one)\n");
+    std::printf(
+        "[lifetime fork] under QEMU: children do not start threads (QEMU user mode "
+        "aborts when the child of a multi-threaded fork starts one)\n");
   const int forks = static_cast<int>(150 * std::min(1.0, time_scale()));
   const auto fork_window = window(12);
   const unsigned alarm_s = static_cast<unsigned>(std::max(3.0, 4 * time_scale()));
@@ -670,16 +682,25 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
     ThreadGroup bg;
     ASSERT_TRUE(bg.spawn_n(2, [&](int c) {
       for (std::uint64_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
-        if ((k + c) & 1) { a.down_write(); busy_us(2); a.up_write(); }
-        else { a.down_read(); busy_us(2); a.up_read(); }
+        if ((k + c) & 1) {
+          a.down_write();
+          busy_us(2);
+          a.up_write();
+        } else {
+          a.down_read();
+          busy_us(2);
+          a.up_read();
+        }
         churns.fetch_add(1, std::memory_order_relaxed);
       }
     }));
     bg.spawn([&] {
       while (!stop.load(std::memory_order_relaxed)) {
         pthread_t t;  // a thread that takes and returns a record
-        const int err =
-            start_thread([&] { a.down_read(); a.up_read(); }, kThreadStackBytes, false, &t);
+        const int err = start_thread([&] {
+          a.down_read();
+          a.up_read();
+        }, kThreadStackBytes, false, &t);
         if (err != 0) {
           ADD_FAILURE() << "short-lived thread " << spawned.load() + 1 << ": "
                         << thread_start_failure(err, 3, 4, 3, kThreadStackBytes);
@@ -700,9 +721,8 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
         break;
       }
       int status = 0;
-      const bool reaped = wait_for(
-          [&] { return waitpid(pid, &status, WNOHANG) == pid; },
-          std::chrono::seconds(alarm_s + 10));
+      const bool reaped = wait_for([&] { return waitpid(pid, &status, WNOHANG) == pid; },
+                                   std::chrono::seconds(alarm_s + 10));
       if (!reaped) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
@@ -723,15 +743,17 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
     bg.join();
   }
   munmap(page, 4096);
-  std::printf("[lifetime fork] seed=%llu forks=%d failed=%zu; parent churn on A %llu ops, "
-              "%llu short-lived threads\n",
-              static_cast<unsigned long long>(seed), done, failures.size(),
-              static_cast<unsigned long long>(churns.load()),
-              static_cast<unsigned long long>(spawned.load()));
+  std::printf(
+      "[lifetime fork] seed=%llu forks=%d failed=%zu; parent churn on A %llu ops, "
+      "%llu short-lived threads\n",
+      static_cast<unsigned long long>(seed), done, failures.size(),
+      static_cast<unsigned long long>(churns.load()),
+      static_cast<unsigned long long>(spawned.load()));
   for (const auto& f : failures) std::printf("  %s\n", f.c_str());
   std::fflush(stdout);
-  EXPECT_TRUE(failures.empty()) << failures.size() << " child(ren) failed, first: "
-                                << failures.front() << "\nseed=" << seed;
+  EXPECT_TRUE(failures.empty()) << failures.size()
+                                << " child(ren) failed, first: " << failures.front()
+                                << "\nseed=" << seed;
 }
 
 // ===========================================================================
@@ -783,12 +805,14 @@ TYPED_TEST(Lifetime, SpinnerReadsANewOwnersRecordInOrder) {
       l.lock();  // Y's record: taken before the chunk X's record comes from
       l.unlock();
       stage.store(1, std::memory_order_relaxed);
-      while (stage.load(std::memory_order_relaxed) != 3) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      while (stage.load(std::memory_order_relaxed) != 3)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
       l.lock();  // spins on X, a running owner
       l.unlock();
       y_done.store(true, std::memory_order_relaxed);
     });
-    while (stage.load(std::memory_order_relaxed) != 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    while (stage.load(std::memory_order_relaxed) != 1)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     std::atomic<int> taken{0};
     // Detached and parked until the process ends (up to ~1000 such threads
     // in this binary): start_detached_n() gives them the corpus's small
@@ -811,20 +835,22 @@ TYPED_TEST(Lifetime, SpinnerReadsANewOwnersRecordInOrder) {
       l.lock();  // X's record is built here, in a chunk newer than Y's
       stage.store(2, std::memory_order_relaxed);
       const auto give_up = std::chrono::steady_clock::now() + hang_limit();
-      while (!release.load(std::memory_order_relaxed) &&
-             std::chrono::steady_clock::now() < give_up)
+      while (!release.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < give_up)
         rwsem::arch::cpu_relax();  // running, never parked: Y keeps spinning
       l.unlock();
     });
-    while (stage.load(std::memory_order_relaxed) != 2) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    while (stage.load(std::memory_order_relaxed) != 2)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     stage.store(3, std::memory_order_relaxed);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // Y spins on X meanwhile
     release.store(true, std::memory_order_relaxed);
     x.join();
     y.join();
     EXPECT_TRUE(y_done.load());
-    std::printf("[lifetime record publication %s] spinner Y read the record of owner X, "
-                "built after Y's own (69 records in between)\n", T::kName);
+    std::printf(
+        "[lifetime record publication %s] spinner Y read the record of owner X, "
+        "built after Y's own (69 records in between)\n",
+        T::kName);
   }
 }
 
@@ -848,7 +874,8 @@ TYPED_TEST(Lifetime, FirstLockConcurrent) {
     std::atomic<bool> go{false};
     // Detached and parked until the process ends; see
     // SpinnerReadsANewOwnersRecordInOrder.
-    ASSERT_TRUE(start_detached_n(per_round, [&, round](int t) {
+    ASSERT_TRUE(start_detached_n(per_round,
+                                 [&, round](int t) {
       const std::uint64_t r = mix(seed ^ (std::uint64_t(round) << 32) ^ t);
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
@@ -876,9 +903,10 @@ TYPED_TEST(Lifetime, FirstLockConcurrent) {
       }
       finished.fetch_add(1, std::memory_order_release);
       ParkingLot::get().park();
-    })) << "round " << round << ", seed=" << seed;
-    ASSERT_TRUE(eventually(l, [&] { return ready.load() == per_round; },
-                           "the new threads at the barrier"));
+    })) << "round "
+        << round << ", seed=" << seed;
+    ASSERT_TRUE(
+        eventually(l, [&] { return ready.load() == per_round; }, "the new threads at the barrier"));
     go.store(true, std::memory_order_release);
     ASSERT_TRUE(eventually(l, [&] { return finished.load(std::memory_order_acquire) == per_round; },
                            "every new thread through its lock calls"))
@@ -887,12 +915,12 @@ TYPED_TEST(Lifetime, FirstLockConcurrent) {
   l.lock();
   const std::uint64_t final_count = counter;
   l.unlock();
-  std::printf("[lifetime first-lock %s] seed=%llu threads=%d writes=%llu counter=%llu "
-              "torn=%llu\n",
-              T::kName, static_cast<unsigned long long>(seed), rounds * per_round,
-              static_cast<unsigned long long>(writes.load()),
-              static_cast<unsigned long long>(final_count),
-              static_cast<unsigned long long>(torn.load()));
+  std::printf(
+      "[lifetime first-lock %s] seed=%llu threads=%d writes=%llu counter=%llu "
+      "torn=%llu\n",
+      T::kName, static_cast<unsigned long long>(seed), rounds * per_round,
+      static_cast<unsigned long long>(writes.load()), static_cast<unsigned long long>(final_count),
+      static_cast<unsigned long long>(torn.load()));
   std::fflush(stdout);
   EXPECT_EQ(final_count, writes.load()) << "seed=" << seed;
   EXPECT_EQ(torn.load(), 0u) << "seed=" << seed;

@@ -8,13 +8,13 @@
 #include <sched.h>
 
 #include <atomic>
-#include <condition_variable>
-#include <functional>
-#include <mutex>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -69,8 +69,8 @@ std::string events_str(const rwsem::LockEventSnapshot& d) {
 // every second; without throttling, forever; the test then demotes W to
 // SCHED_OTHER to get out and fails).
 using RtLocks = Keep<BuildsHere, rwsem::BasicRwSemaphore<rwsem::Generic64Layout>,
-                    rwsem::BasicRwSemaphore<rwsem::Generic32Layout>,
-                    rwsem::BasicRwSemaphore<rwsem::MergedOwnerLayout>, rwsem::Mutex>;
+                     rwsem::BasicRwSemaphore<rwsem::Generic32Layout>,
+                     rwsem::BasicRwSemaphore<rwsem::MergedOwnerLayout>, rwsem::Mutex>;
 
 template <class T>
 bool one_waiter_queued(T& sem) {
@@ -120,8 +120,7 @@ class RtWakee : public ::testing::Test {
  protected:
   static void run(bool reader_waiter) {
     const std::vector<int> cpus = allowed_cpus();
-    if (cpus.size() < 2)
-      GTEST_SKIP() << "needs 2 CPUs (one for the pinned pair, one for the test)";
+    if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs (one for the pinned pair, one for the test)";
     ASSERT_EQ(rwsem::internal::max_spinners(), g_spinners_at_start);
     ScopedAffinity keep_mask;
     ASSERT_EQ(pin_to(pthread_self(), cpus[1]), 0);  // the test watches from elsewhere
@@ -162,10 +161,12 @@ class RtWakee : public ::testing::Test {
         return;
       }
       w_state = 1;
-      if (reader_waiter) read_lock(sem); else sem.lock();
+      if (reader_waiter) read_lock(sem);
+      else sem.lock();
       t_return = Clock::now().time_since_epoch().count();
       seen_at_return = after_unlock.load();
-      if (reader_waiter) read_unlock(sem); else sem.unlock();
+      if (reader_waiter) read_unlock(sem);
+      else sem.unlock();
       w_done = true;
     });
     ASSERT_TRUE(eventually(sem, [&] { return w_state.load() != 0; }, "W started"));
@@ -186,12 +187,13 @@ class RtWakee : public ::testing::Test {
     g.join();
     const double latency = ms(std::chrono::nanoseconds(t_return.load() - t_unlock.load()));
     if (stalled || latency > 1.0) g_rt_spin_end_ns = Clock::now().time_since_epoch().count();
-    std::printf("  [%s %s RT waiter, %s round, sched_rt_runtime_us=%s] unlock -> RT waiter "
-                "returned: %.3f ms; waker had %s when the waiter returned%s\n",
-                T::kName, reader_waiter ? "reader" : "writer", judged ? "judged" : "warm-up",
-                rt_throttle().c_str(), latency,
-                seen_at_return.load() == 0 ? "not run again (good)" : "run again",
-                stalled ? "; the waiter was still spinning at the limit and was demoted" : "");
+    std::printf(
+        "  [%s %s RT waiter, %s round, sched_rt_runtime_us=%s] unlock -> RT waiter "
+        "returned: %.3f ms; waker had %s when the waiter returned%s\n",
+        T::kName, reader_waiter ? "reader" : "writer", judged ? "judged" : "warm-up",
+        rt_throttle().c_str(), latency,
+        seen_at_return.load() == 0 ? "not run again (good)" : "run again",
+        stalled ? "; the waiter was still spinning at the limit and was demoted" : "");
     EXPECT_EQ(sem.count(), 0u) << "lock not clean: " << sem.describe();
     if (!judged) return;
     EXPECT_FALSE(stalled) << "the RT waiter never returned until demoted: it spins for its "
@@ -224,8 +226,7 @@ TYPED_TEST(ZeroTimeout, TryWithNoTimeLeftDoesNotSpin) {
     held = true;
     // Running, never parked: a spinner would keep spinning on us.
     const auto give_up = std::chrono::steady_clock::now() + hang_limit();
-    while (!release.load() && std::chrono::steady_clock::now() < give_up)
-      rwsem::arch::cpu_relax();
+    while (!release.load() && std::chrono::steady_clock::now() < give_up) rwsem::arch::cpu_relax();
     sem.unlock();
   });
   ASSERT_TRUE(eventually(sem, [&] { return held.load(); }, "owner holds the lock"));
@@ -273,9 +274,21 @@ class OwnerLiveness : public ::testing::Test {
     sem.down_write();
     std::atomic<int> in{0};
     ThreadGroup g;
-    g.spawn([&] { sem.down_write(); in.fetch_add(1); sem.up_write(); });
-    g.spawn([&] { sem.down_read(); in.fetch_add(1); sem.up_read(); });
-    g.spawn([&] { sem.down_read(); in.fetch_add(1); sem.up_read(); });
+    g.spawn([&] {
+      sem.down_write();
+      in.fetch_add(1);
+      sem.up_write();
+    });
+    g.spawn([&] {
+      sem.down_read();
+      in.fetch_add(1);
+      sem.up_read();
+    });
+    g.spawn([&] {
+      sem.down_read();
+      in.fetch_add(1);
+      sem.up_read();
+    });
     g.spawn([&] {
       if (sem.down_write_timeout(hang_limit())) {
         in.fetch_add(1);
@@ -429,7 +442,11 @@ TYPED_TEST(OwnerLiveness, UpReadByAnotherThreadWakesAQueuedWriter) {
   a.run([&] { sem.down_read(); });
   std::atomic<bool> w_in{false};
   ThreadGroup g;
-  g.spawn([&] { sem.down_write(); w_in = true; sem.up_write(); });
+  g.spawn([&] {
+    sem.down_write();
+    w_in = true;
+    sem.up_write();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "writer queued"));
   std::thread([&] { sem.up_read(); }).join();
   ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "writer woken by the foreign up_read"));
@@ -481,7 +498,11 @@ TYPED_TEST(OwnerLiveness, SpinnerDoesNotSpinWhileHandoffIsOwed) {
     sem.up_write();
   });
   ASSERT_TRUE(eventually(sem, [&] { return o_holding.load(); }, "O holds the lock"));
-  g.spawn([&] { sem.down_write(); w_order = ++order; sem.up_write(); });  // W
+  g.spawn([&] {
+    sem.down_write();
+    w_order = ++order;
+    sem.up_write();
+  });  // W
   ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "W queued"));
   clock.advance(kHandoff + 1ms);
   Peer::wake(sem);  // W retries, finds its timeout passed, claims HANDOFF
@@ -490,7 +511,11 @@ TYPED_TEST(OwnerLiveness, SpinnerDoesNotSpinWhileHandoffIsOwed) {
   budget.set(std::chrono::hours(1));
   const auto before = rwsem::lock_events_snapshot();
   const auto t_start = Clock::now();
-  g.spawn([&] { sem.down_write(); t_order = ++order; sem.up_write(); });  // T
+  g.spawn([&] {
+    sem.down_write();
+    t_order = ++order;
+    sem.up_write();
+  });  // T
   const auto limit = scaled(300ms);
   bool t_queued = false;
   bool seen_spinning = false;
@@ -508,12 +533,14 @@ TYPED_TEST(OwnerLiveness, SpinnerDoesNotSpinWhileHandoffIsOwed) {
   ASSERT_TRUE(eventually(sem, [&] { return order.load() == 2; }, "W and T got the lock"));
   g.join();
   const auto d = rwsem::lock_events_snapshot() - before;
-  std::printf("  [%s] third writer against a HANDOFF lock with a running owner: %s after "
-              "%.2f ms (limit %.0f ms), seen in the spin queue: %s; events: %s\n",
-              TypeParam::kName, t_queued ? "queued" : "STILL NOT QUEUED", ms(t_queue), ms(limit),
-              seen_spinning ? "yes" : "no", events_str(d).c_str());
+  std::printf(
+      "  [%s] third writer against a HANDOFF lock with a running owner: %s after "
+      "%.2f ms (limit %.0f ms), seen in the spin queue: %s; events: %s\n",
+      TypeParam::kName, t_queued ? "queued" : "STILL NOT QUEUED", ms(t_queue), ms(limit),
+      seen_spinning ? "yes" : "no", events_str(d).c_str());
   EXPECT_TRUE(t_queued) << "T spun on the running owner for " << ms(t_queue)
-                        << " ms although the lock is owed to W\n" << state;
+                        << " ms although the lock is owed to W\n"
+                        << state;
   EXPECT_EQ(w_order, 1) << "T got the lock before W, which owned HANDOFF";
   EXPECT_EQ(t_order, 2);
   // (opt_wlock may count T spinning on W after W got the lock: that is allowed.)
@@ -584,14 +611,15 @@ void owner_hint_handover(bool spin) {
   ASSERT_TRUE(eventually(sem, [&] { return b_done.load(); }, "B done"));
   stop = true;
   g.join();
-  std::printf("  [%s spin=%s] owner hint while B held the lock: B's own read %s; %llu "
-              "samples: %llu zero, %llu A, %llu other; A named after A's unlock: %llu\n",
-              L::kName, spin ? "on" : "off", b_self.load() == b_id.load() ? "= B" : "!= B",
-              static_cast<unsigned long long>(samples.load()),
-              static_cast<unsigned long long>(bad_zero.load()),
-              static_cast<unsigned long long>(bad_a.load()),
-              static_cast<unsigned long long>(bad_other.load()),
-              static_cast<unsigned long long>(stale_a.load()));
+  std::printf(
+      "  [%s spin=%s] owner hint while B held the lock: B's own read %s; %llu "
+      "samples: %llu zero, %llu A, %llu other; A named after A's unlock: %llu\n",
+      L::kName, spin ? "on" : "off", b_self.load() == b_id.load() ? "= B" : "!= B",
+      static_cast<unsigned long long>(samples.load()),
+      static_cast<unsigned long long>(bad_zero.load()),
+      static_cast<unsigned long long>(bad_a.load()),
+      static_cast<unsigned long long>(bad_other.load()),
+      static_cast<unsigned long long>(stale_a.load()));
   EXPECT_EQ(b_self.load(), b_id.load()) << "owner_id() read by B itself is not B";
   EXPECT_EQ(bad_zero.load() + bad_a.load() + bad_other.load(), 0u);
   EXPECT_EQ(stale_a.load(), 0u) << "owner_id() named A after A's up_write returned";
@@ -623,7 +651,11 @@ void reader_does_not_pass_queued_writer(std::chrono::nanoseconds budget) {
   std::atomic<bool> w_in{false}, r_in{false}, r_release{false};
   ThreadGroup g;
   const auto before_w = rwsem::lock_events_snapshot();
-  g.spawn([&] { sem.down_write(); w_in = true; sem.up_write(); });
+  g.spawn([&] {
+    sem.down_write();
+    w_in = true;
+    sem.up_write();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "writer queued"));
   const bool nonspinnable = Peer::nonspinnable(sem);
   const auto w_events = rwsem::lock_events_snapshot() - before_w;
@@ -645,14 +677,14 @@ void reader_does_not_pass_queued_writer(std::chrono::nanoseconds budget) {
   sem.up_read();
   ASSERT_TRUE(eventually(sem, [&] { return w_in.load() && r_in.load(); }, "both got the lock"));
   g.join();
-  std::printf("  [%s spin=%s] new reader with a writer queued behind a reader: %s; read "
-              "count %llu -> %llu; NONSPINNABLE was %s (the writer's own spin: %s); "
-              "events: %s\n",
-              L::kName, budget_name(budget).c_str(),
-              reader_in ? "JOINED THE READ LOCK" : "queued",
-              static_cast<unsigned long long>(readers_before),
-              static_cast<unsigned long long>(readers_after), nonspinnable ? "set" : "clear",
-              events_str(w_events).c_str(), events_str(d).c_str());
+  std::printf(
+      "  [%s spin=%s] new reader with a writer queued behind a reader: %s; read "
+      "count %llu -> %llu; NONSPINNABLE was %s (the writer's own spin: %s); "
+      "events: %s\n",
+      L::kName, budget_name(budget).c_str(), reader_in ? "JOINED THE READ LOCK" : "queued",
+      static_cast<unsigned long long>(readers_before),
+      static_cast<unsigned long long>(readers_after), nonspinnable ? "set" : "clear",
+      events_str(w_events).c_str(), events_str(d).c_str());
   EXPECT_FALSE(reader_in) << "a reader got in past the queued writer\n" << state;
   EXPECT_EQ(readers_after, readers_before) << state;
   EXPECT_EQ(d[LockEvent::opt_rlock], 0u) << "a reader spun into a reader-owned lock";

@@ -122,12 +122,13 @@ class ReaderStream : public ::testing::Test {
     ASSERT_TRUE(finished);
     const std::chrono::nanoseconds longest(longest_cs_ns.load());
     const auto bound = bound_now();
-    std::printf("  [%s spin=%s] reader stream: writer worst wait %.1f ms over %d round(s), "
-                "%d timed out (limit %.0f ms); bound %.1f ms = handoff %.0f + %d x longest "
-                "read section %.2f + slack %.0f; reads %llu\n",
-                T::kName, budget_name(budget).c_str(), ms(worst), rounds, timeouts,
-                ms(attempt_limit), ms(bound), ms(kHandoff), ahead, ms(longest), ms(slack),
-                static_cast<unsigned long long>(reads.load()));
+    std::printf(
+        "  [%s spin=%s] reader stream: writer worst wait %.1f ms over %d round(s), "
+        "%d timed out (limit %.0f ms); bound %.1f ms = handoff %.0f + %d x longest "
+        "read section %.2f + slack %.0f; reads %llu\n",
+        T::kName, budget_name(budget).c_str(), ms(worst), rounds, timeouts, ms(attempt_limit),
+        ms(bound), ms(kHandoff), ahead, ms(longest), ms(slack),
+        static_cast<unsigned long long>(reads.load()));
     EXPECT_EQ(timeouts, 0) << "the writer's attempt expired: readers starved it";
     EXPECT_LE(worst.count(), bound.count())
         << "writer waited " << ms(worst) << " ms, bound " << ms(bound) << " ms";
@@ -151,7 +152,8 @@ template <class T>
 class WriterStream : public ::testing::Test {
  protected:
   static void run(bool spin, std::chrono::nanoseconds cs, int writers) {
-    if (!kSpins<T> && !spin) GTEST_SKIP() << T::kName << " does not spin: the spin-on variant covers it";
+    if (!kSpins<T> && !spin)
+      GTEST_SKIP() << T::kName << " does not spin: the spin-on variant covers it";
     if constexpr (std::is_same_v<T, rwsem::QRwLock>) {
       // The queued rwlock's waiters never sleep; it is meant for threads
       // that do not outnumber the CPUs. With more spinners than CPUs a
@@ -161,8 +163,8 @@ class WriterStream : public ::testing::Test {
       const int cpus = static_cast<int>(allowed_cpus().size());
       const int cap = std::max(1, cpus - 1);
       if (writers > cap) {
-        std::printf("  [%s] %d CPU(s): %d writer(s) instead of %d (its waiters spin)\n",
-                    T::kName, cpus, cap, writers);
+        std::printf("  [%s] %d CPU(s): %d writer(s) instead of %d (its waiters spin)\n", T::kName,
+                    cpus, cap, writers);
         writers = cap;
       }
     }
@@ -183,7 +185,8 @@ class WriterStream : public ::testing::Test {
         sem.lock();
         const auto t0 = Clock::now();
         if (cs.count() > 0) busy_for(cs);
-        else for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
+        else
+          for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
         update_max(longest_cs_ns, (Clock::now() - t0).count());
         sem.unlock();
         writes.fetch_add(1, std::memory_order_relaxed);
@@ -220,13 +223,13 @@ class WriterStream : public ::testing::Test {
     ASSERT_TRUE(finished);
     const std::chrono::nanoseconds longest(longest_cs_ns.load());
     const auto bound = std::chrono::nanoseconds(kHandoff) + longest * (writers + 1) + slack;
-    std::printf("  [%s spin=%s cs=%s writers=%d] writer stream: reader worst wait %.2f ms, "
-                "%d timed out; bound %.1f ms = handoff %.0f + %d x longest write section "
-                "%.3f + slack %.0f; in %.0f ms: reads %llu, writes %llu\n",
-                T::kName, spin ? "on" : "off", cs.count() ? "100us" : "short", writers,
-                ms(worst), timeouts, ms(bound), ms(kHandoff), writers + 1, ms(longest),
-                ms(slack), ms(window), static_cast<unsigned long long>(reads),
-                static_cast<unsigned long long>(writes_in_window));
+    std::printf(
+        "  [%s spin=%s cs=%s writers=%d] writer stream: reader worst wait %.2f ms, "
+        "%d timed out; bound %.1f ms = handoff %.0f + %d x longest write section "
+        "%.3f + slack %.0f; in %.0f ms: reads %llu, writes %llu\n",
+        T::kName, spin ? "on" : "off", cs.count() ? "100us" : "short", writers, ms(worst), timeouts,
+        ms(bound), ms(kHandoff), writers + 1, ms(longest), ms(slack), ms(window),
+        static_cast<unsigned long long>(reads), static_cast<unsigned long long>(writes_in_window));
     EXPECT_EQ(timeouts, 0) << "the reader's attempt expired: writers starved it";
     EXPECT_LE(worst.count(), bound.count())
         << "reader waited " << ms(worst) << " ms, bound " << ms(bound) << " ms";
@@ -296,12 +299,13 @@ TYPED_TEST(Bypass, NoWriterBypassesAQueuedWriterOnceItOwnsHandoff) {
     ASSERT_TRUE(hammers);
     hammer_go = true;
     sem.up_write();  // wakes W; the hammers race it for the free lock
-    const bool bypassed = eventually(
-        sem, [&] { return w_done.load() || before.load() >= 20; }, "20 bypasses or W in");
+    const bool bypassed = eventually(sem, [&] { return w_done.load() || before.load() >= 20; },
+                                     "20 bypasses or W in");
     if (!bypassed || w_done.load()) {
-      std::printf("  [%s] attempt %d: W got the lock after %llu bypass(es) before its "
-                  "timeout; retrying\n",
-                  TypeParam::kName, attempt, static_cast<unsigned long long>(before.load()));
+      std::printf(
+          "  [%s] attempt %d: W got the lock after %llu bypass(es) before its "
+          "timeout; retrying\n",
+          TypeParam::kName, attempt, static_cast<unsigned long long>(before.load()));
       stop = true;
       g.join();
       ASSERT_TRUE(bypassed);
@@ -310,18 +314,20 @@ TYPED_TEST(Bypass, NoWriterBypassesAQueuedWriterOnceItOwnsHandoff) {
     const auto t_timeout = Clock::now();
     clock.advance(kHandoff + 1ms);
     advanced = true;
-    const bool w_in = eventually(sem, [&] { return w_done.load(); }, "W got the lock after its timeout");
+    const bool w_in =
+        eventually(sem, [&] { return w_done.load(); }, "W got the lock after its timeout");
     stop = true;
     g.join();
     ASSERT_TRUE(w_in);
     const auto after = std::chrono::nanoseconds(w_got_ns.load()) - t_timeout.time_since_epoch();
     const auto bound = cs * (kHammers + 1) + slack;
-    std::printf("  [%s] bypasses of queued writer W: %llu before its handoff timeout, %llu "
-                "after it but before HANDOFF was visible, %llu after HANDOFF was visible "
-                "(must be 0); W in %.2f ms after the timeout (bound %.1f ms)\n",
-                TypeParam::kName, static_cast<unsigned long long>(before.load()),
-                static_cast<unsigned long long>(after_timeout.load()),
-                static_cast<unsigned long long>(after_handoff.load()), ms(after), ms(bound));
+    std::printf(
+        "  [%s] bypasses of queued writer W: %llu before its handoff timeout, %llu "
+        "after it but before HANDOFF was visible, %llu after HANDOFF was visible "
+        "(must be 0); W in %.2f ms after the timeout (bound %.1f ms)\n",
+        TypeParam::kName, static_cast<unsigned long long>(before.load()),
+        static_cast<unsigned long long>(after_timeout.load()),
+        static_cast<unsigned long long>(after_handoff.load()), ms(after), ms(bound));
     EXPECT_EQ(after_handoff.load(), 0u) << "a writer stole the lock owed to W";
     EXPECT_LE(after.count(), bound.count());
     EXPECT_EQ(sem.count(), 0u) << sem.describe();
@@ -348,7 +354,7 @@ TYPED_TEST_SUITE(Signals, AllLocks, LockNames);
 
 TYPED_TEST(Signals, InterruptedWaitersNeitherEnterNorGiveUpEarly) {
   using T = TypeParam;
-  struct sigaction sa {}, old {};
+  struct sigaction sa{}, old{};
   sa.sa_handler = liveness_noop_handler;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: waits see EINTR
@@ -389,7 +395,8 @@ TYPED_TEST(Signals, InterruptedWaitersNeitherEnterNorGiveUpEarly) {
     const auto t0 = Clock::now();
     bool ok;
     if (s.timed == 0) {
-      if (s.reader) read_lock(sem); else sem.lock();
+      if (s.reader) read_lock(sem);
+      else sem.lock();
       ok = true;
     } else {
       const auto d = s.timed == 1 ? std::chrono::nanoseconds(hang_limit()) : short_deadline;
@@ -412,8 +419,8 @@ TYPED_TEST(Signals, InterruptedWaitersNeitherEnterNorGiveUpEarly) {
     // Stay alive until the signals stop: pthread_kill needs a live thread.
     while (!finish.load()) nap(1ms);
   }));
-  ASSERT_TRUE(eventually(sem, [&] { return started.load() == static_cast<int>(n); },
-                         "waiters started"));
+  ASSERT_TRUE(
+      eventually(sem, [&] { return started.load() == static_cast<int>(n); }, "waiters started"));
   nap(scaled(20ms));  // let them get past spinning into their waits
   std::uint64_t signals = 0, spurious = 0;
   const std::uint64_t handled_before = g_handled.load();
@@ -434,25 +441,26 @@ TYPED_TEST(Signals, InterruptedWaitersNeitherEnterNorGiveUpEarly) {
   for (std::size_t i = 0; i < n; ++i) {
     const int o = outcome[i].load();
     const Spec s = specs[i];
-    report += std::string("\n    ") + (s.reader ? "reader" : "writer") +
-              (s.timed == 0 ? " untimed" : s.timed == 1 ? " long-timed" : " short-timed") +
-              ": " +
-              (o == 0 ? std::string("still waiting")
-                      : std::string(o == 1 ? "GOT THE LOCK" : "gave up") + " after " +
-                            std::to_string(ms(std::chrono::nanoseconds(waited_ns[i].load()))) +
-                            " ms");
-    if (o == 2 && s.timed == 2 &&
-        std::chrono::nanoseconds(waited_ns[i].load()) < short_deadline)
+    report +=
+        std::string("\n    ") + (s.reader ? "reader" : "writer") +
+        (s.timed == 0   ? " untimed"
+         : s.timed == 1 ? " long-timed"
+                        : " short-timed") +
+        ": " +
+        (o == 0 ? std::string("still waiting")
+                : std::string(o == 1 ? "GOT THE LOCK" : "gave up") + " after " +
+                      std::to_string(ms(std::chrono::nanoseconds(waited_ns[i].load()))) + " ms");
+    if (o == 2 && s.timed == 2 && std::chrono::nanoseconds(waited_ns[i].load()) < short_deadline)
       ++early;
     if (o == 2 && s.timed != 2) ++early;
   }
   const int entered = entered_while_held.load();
   const std::uint64_t handled = g_handled.load() - handled_before;
-  std::printf("  [%s] %llu signals sent (%llu handled), %llu spurious wake() calls over %.0f ms; "
-              "while held:%s\n",
-              T::kName, static_cast<unsigned long long>(signals),
-              static_cast<unsigned long long>(handled),
-              static_cast<unsigned long long>(spurious), ms(storm), report.c_str());
+  std::printf(
+      "  [%s] %llu signals sent (%llu handled), %llu spurious wake() calls over %.0f ms; "
+      "while held:%s\n",
+      T::kName, static_cast<unsigned long long>(signals), static_cast<unsigned long long>(handled),
+      static_cast<unsigned long long>(spurious), ms(storm), report.c_str());
   holder = false;
   sem.unlock();
   const bool all_in = eventually(sem, [&] {
@@ -471,7 +479,8 @@ TYPED_TEST(Signals, InterruptedWaitersNeitherEnterNorGiveUpEarly) {
   ASSERT_TRUE(all_in);
   for (std::size_t i = 0; i < n; ++i)
     if (specs[i].timed != 2)
-      EXPECT_EQ(outcome[i].load(), 1) << "waiter " << i << " did not get the lock after the release";
+      EXPECT_EQ(outcome[i].load(), 1)
+          << "waiter " << i << " did not get the lock after the release";
   EXPECT_EQ(sem.count(), 0u) << "lock not clean: " << sem.describe();
 }
 

@@ -49,10 +49,8 @@ double ms(D d) {
 // the queued rwlock has none.
 template <class T>
 std::unique_ptr<T> make_lock_with(const rwsem::Options& o) {
-  if constexpr (std::is_constructible_v<T, const rwsem::Options&>)
-    return std::make_unique<T>(o);
-  else
-    return std::make_unique<T>();
+  if constexpr (std::is_constructible_v<T, const rwsem::Options&>) return std::make_unique<T>(o);
+  else return std::make_unique<T>();
 }
 
 template <class T>
@@ -92,7 +90,9 @@ inline std::vector<int> allowed_cpus() {
 // Restores the calling thread's CPU mask on scope exit.
 class ScopedAffinity {
  public:
-  ScopedAffinity() { saved_ok_ = pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) == 0; }
+  ScopedAffinity() {
+    saved_ok_ = pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) == 0;
+  }
   ~ScopedAffinity() {
     if (saved_ok_) pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
   }

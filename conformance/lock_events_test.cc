@@ -35,7 +35,11 @@ TYPED_TEST(LockEvents, CountSlowPathOutcomes) {
   }).join();
   std::atomic<bool> in{false};
   ThreadGroup g;
-  g.spawn([&] { sem.down_read(); in = true; sem.up_read(); });
+  g.spawn([&] {
+    sem.down_read();
+    in = true;
+    sem.up_read();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return rwsem::testing::Peer::queue_length(sem) == 1; },
                          "reader queued"));
   sem.up_write();

@@ -46,8 +46,7 @@ inline constexpr bool kLayoutBuildsHere = std::atomic<typename L::Word>::is_alwa
 template <class T>
 struct BuildsHere : std::true_type {};
 template <class L, class P>
-struct BuildsHere<rwsem::BasicRwSemaphore<L, P>>
-    : std::bool_constant<kLayoutBuildsHere<L>> {};
+struct BuildsHere<rwsem::BasicRwSemaphore<L, P>> : std::bool_constant<kLayoutBuildsHere<L>> {};
 
 // Keep<Pred, T...>: ::testing::Types of the T that Pred accepts, in order.
 template <template <class> class Pred, class Kept, class... Rest>
@@ -69,10 +68,10 @@ struct LayoutBuildsHere : std::bool_constant<kLayoutBuildsHere<L>> {};
 using AllLayouts = Keep<LayoutBuildsHere, rwsem::Generic64Layout, rwsem::Generic32Layout,
                         rwsem::MergedOwnerLayout>;
 
-using AllLocks = Keep<BuildsHere, rwsem::BasicRwSemaphore<rwsem::Generic64Layout>,
-                      rwsem::BasicRwSemaphore<rwsem::Generic32Layout>,
-                      rwsem::BasicRwSemaphore<rwsem::MergedOwnerLayout>, rwsem::QRwLock,
-                      rwsem::Mutex>;
+using AllLocks =
+    Keep<BuildsHere, rwsem::BasicRwSemaphore<rwsem::Generic64Layout>,
+         rwsem::BasicRwSemaphore<rwsem::Generic32Layout>,
+         rwsem::BasicRwSemaphore<rwsem::MergedOwnerLayout>, rwsem::QRwLock, rwsem::Mutex>;
 
 // ForEachType<List>(f) calls f(TypeTag<T>{}) for each T of a Types list.
 template <class T>
@@ -109,14 +108,14 @@ using LockNames = LayoutNames;
 template <class T, class = void>
 struct HasShared : std::false_type {};
 template <class T>
-struct HasShared<T, std::void_t<decltype(std::declval<T&>().lock_shared())>>
-    : std::true_type {};
+struct HasShared<T, std::void_t<decltype(std::declval<T&>().lock_shared())>> : std::true_type {};
 
 template <class T, class = void>
 struct HasTimed : std::false_type {};
 template <class T>
-struct HasTimed<T, std::void_t<decltype(std::declval<T&>().try_lock_for(
-                       std::chrono::milliseconds(1)))>> : std::true_type {};
+struct HasTimed<
+    T, std::void_t<decltype(std::declval<T&>().try_lock_for(std::chrono::milliseconds(1)))>>
+    : std::true_type {};
 
 template <class T>
 struct IsRwsem : std::false_type {};
@@ -139,39 +138,51 @@ inline constexpr bool kDowngrade = IsRwsem<T>::value;
 
 template <class T>
 void read_lock(T& l) {
-  if constexpr (kShared<T>) l.lock_shared(); else l.lock();
+  if constexpr (kShared<T>) l.lock_shared();
+  else l.lock();
 }
 template <class T>
 bool read_try_lock(T& l) {
-  if constexpr (kShared<T>) return l.try_lock_shared(); else return l.try_lock();
+  if constexpr (kShared<T>) return l.try_lock_shared();
+  else return l.try_lock();
 }
 template <class T, class D>
 bool read_lock_for(T& l, D d) {
   if constexpr (kShared<T> && kTimed<T>) return l.try_lock_shared_for(d);
   else if constexpr (kTimed<T>) return l.try_lock_for(d);
-  else { read_lock(l); return true; }
+  else {
+    read_lock(l);
+    return true;
+  }
 }
 template <class T>
 void read_unlock(T& l) {
-  if constexpr (kShared<T>) l.unlock_shared(); else l.unlock();
+  if constexpr (kShared<T>) l.unlock_shared();
+  else l.unlock();
 }
 template <class T, class D>
 bool write_lock_for(T& l, D d) {
   if constexpr (kTimed<T>) return l.try_lock_for(d);
-  else { l.lock(); return true; }
+  else {
+    l.lock();
+    return true;
+  }
 }
 // Downgrades where the lock can; elsewhere the caller keeps the exclusive
 // lock, which is a stronger guarantee than the read lock it asked for.
 // Returns true if it downgraded.
 template <class T>
 bool downgrade(T& l) {
-  if constexpr (kDowngrade<T>) { l.downgrade_write(); return true; }
-  else return false;
+  if constexpr (kDowngrade<T>) {
+    l.downgrade_write();
+    return true;
+  } else return false;
 }
 // Releases what downgrade() left held.
 template <class T>
 void unlock_after_downgrade(T& l, bool downgraded) {
-  if (downgraded) read_unlock(l); else l.unlock();
+  if (downgraded) read_unlock(l);
+  else l.unlock();
 }
 
 // A lock for starvation tests: the rwsem with an explicit 4 ms handoff
@@ -180,8 +191,7 @@ template <class T>
 std::unique_ptr<T> make_starvation_lock() {
   if constexpr (IsRwsem<T>::value)
     return std::make_unique<T>(rwsem::Options{std::chrono::milliseconds(4)});
-  else
-    return std::make_unique<T>();
+  else return std::make_unique<T>();
 }
 
 // A lock with optimistic spinning on or off, for the locks that spin (the

@@ -72,9 +72,9 @@ TYPED_TEST(RwsemCore, OwnerIdRoundTripsAndIsCachedPerThread) {
   typename TestFixture::Lock sem;
   const std::uint64_t me = rwsem::internal::current_thread().owner_id;
   ASSERT_NE(me, 0u);
-  EXPECT_EQ(rwsem::internal::thread_from_owner_id<Native>(me),
-            &rwsem::internal::current_thread());
-  EXPECT_EQ((rwsem::internal::writer_word<L, Native>()), (rwsem::internal::writer_word<L, Native>()));
+  EXPECT_EQ(rwsem::internal::thread_from_owner_id<Native>(me), &rwsem::internal::current_thread());
+  EXPECT_EQ((rwsem::internal::writer_word<L, Native>()),
+            (rwsem::internal::writer_word<L, Native>()));
   sem.down_write();
   EXPECT_EQ(sem.owner_id(), me) << sem.describe();
   if (L::kOwnerInCount) {
@@ -127,8 +127,7 @@ TYPED_TEST(RwsemCore, WakeBatchIsAtMost256Readers) {
                          "all 300 readers queued behind the writer"));
   sem.up_write();
 
-  ASSERT_TRUE(eventually(sem, [&] { return acquired.load() == 256; },
-                         "256 readers woken"));
+  ASSERT_TRUE(eventually(sem, [&] { return acquired.load() == 256; }, "256 readers woken"));
   // The other 44 stay queued while the 256 hold the lock.
   EXPECT_EQ(TestFixture::queued(sem), std::size_t{kReaders - 256});
   EXPECT_EQ(B::reader_count(sem.count()), 256u) << sem.describe();
@@ -150,11 +149,25 @@ TYPED_TEST(RwsemCore, ReaderWakeSkipsQueuedWriters) {
   std::atomic<bool> writer_in{false}, release{false};
   sem.down_write();
   ThreadGroup g;
-  g.spawn([&] { sem.down_read(); readers_in++; while (!release) std::this_thread::sleep_for(1ms); sem.up_read(); });
+  g.spawn([&] {
+    sem.down_read();
+    readers_in++;
+    while (!release) std::this_thread::sleep_for(1ms);
+    sem.up_read();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R1 queued"));
-  g.spawn([&] { sem.down_write(); writer_in = true; sem.up_write(); });
+  g.spawn([&] {
+    sem.down_write();
+    writer_in = true;
+    sem.up_write();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W queued"));
-  g.spawn([&] { sem.down_read(); readers_in++; while (!release) std::this_thread::sleep_for(1ms); sem.up_read(); });
+  g.spawn([&] {
+    sem.down_read();
+    readers_in++;
+    while (!release) std::this_thread::sleep_for(1ms);
+    sem.up_read();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 3; }, "R2 queued"));
 
   sem.up_write();
@@ -199,8 +212,7 @@ TYPED_TEST(RwsemCore, WriterHandoffAfterTimeout) {
   // Past the timeout, the same wake-up makes W claim the lock.
   clock.advance(2ms);
   Peer::wake(sem);
-  ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); },
-                         "W set HANDOFF"));
+  ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); }, "W set HANDOFF"));
   EXPECT_TRUE(B::has_waiters(sem.count()));
 
   sem.up_write();
@@ -316,9 +328,13 @@ TYPED_TEST(RwsemCore, ReadFailSleepsUntilReadersDrain) {
 
   std::atomic<bool> r_in{false};
   ThreadGroup g;
-  g.spawn([&] { sem.down_read(); r_in = true; sem.up_read(); });
-  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; },
-                         "reader asleep on READFAIL"));
+  g.spawn([&] {
+    sem.down_read();
+    r_in = true;
+    sem.up_read();
+  });
+  ASSERT_TRUE(
+      eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "reader asleep on READFAIL"));
   EXPECT_TRUE(B::has_waiters(sem.count())) << sem.describe();
   EXPECT_EQ(B::reader_count(sem.count()), B::kMaxReaders) << "bias not backed out";
 
@@ -353,8 +369,7 @@ TYPED_TEST(RwsemCore, TimedWaitsExpireWithCleanCount) {
   sem.down_read();
   std::thread([&] { w = sem.down_write_timeout(20ms); }).join();
   EXPECT_FALSE(w);
-  EXPECT_EQ(sem.count(), (typename TestFixture::Word)TestFixture::B::kReaderBias)
-      << sem.describe();
+  EXPECT_EQ(sem.count(), (typename TestFixture::Word)TestFixture::B::kReaderBias) << sem.describe();
   sem.up_read();
   EXPECT_EQ(sem.count(), 0u);
 }
@@ -373,10 +388,17 @@ TYPED_TEST(RwsemCore, TimedOutHandoffOwnerClearsHandoff) {
   sem.down_read();
   std::atomic<int> state{0};  // 1 = timed out, 2 = got it
   ThreadGroup g;
-  g.spawn([&] { state = sem.down_write_timeout(300ms) ? 2 : 1; if (state == 2) sem.up_write(); });
+  g.spawn([&] {
+    state = sem.down_write_timeout(300ms) ? 2 : 1;
+    if (state == 2) sem.up_write();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); }, "W1 queued"));
   std::atomic<bool> r2_in{false};
-  g.spawn([&] { sem.down_read(); r2_in = true; sem.up_read(); });
+  g.spawn([&] {
+    sem.down_read();
+    r2_in = true;
+    sem.up_read();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "R2 queued"));
 
   clock.advance(5ms);
@@ -409,9 +431,16 @@ TYPED_TEST(RwsemCore, TimeoutAtEveryQueuePosition) {
       ThreadGroup g;
       for (int i = 0; i < 3; ++i) {
         if (i == pos) {
-          g.spawn([&] { timed_result = sem.down_read_timeout(timeout); done++; });
+          g.spawn([&] {
+            timed_result = sem.down_read_timeout(timeout);
+            done++;
+          });
         } else {
-          g.spawn([&] { sem.down_write(); sem.up_write(); done++; });
+          g.spawn([&] {
+            sem.down_write();
+            sem.up_write();
+            done++;
+          });
         }
         ASSERT_TRUE(eventually(sem, [&] {
           return TestFixture::queued(sem) + done.load() == std::size_t(i + 1);
@@ -423,8 +452,9 @@ TYPED_TEST(RwsemCore, TimeoutAtEveryQueuePosition) {
         return done.load() == 1;
       }, "timed waiter gave up"));
       if (!complete) {
-        std::printf("  position %d: timed waiter expired before the queue formed; retry with %lld ms\n",
-                    pos, static_cast<long long>(2 * timeout.count()));
+        std::printf(
+            "  position %d: timed waiter expired before the queue formed; retry with %lld ms\n",
+            pos, static_cast<long long>(2 * timeout.count()));
         sem.up_write();
         g.join();
         continue;
@@ -450,13 +480,23 @@ TYPED_TEST(RwsemCore, DowngradeWakesQueuedReadersNotWriters) {
   std::atomic<bool> writer_in{false}, release{false};
   ThreadGroup g;
   for (int i = 0; i < 3; ++i)
-    g.spawn([&] { sem.down_read(); readers_in++; while (!release) std::this_thread::sleep_for(1ms); sem.up_read(); });
+    g.spawn([&] {
+      sem.down_read();
+      readers_in++;
+      while (!release) std::this_thread::sleep_for(1ms);
+      sem.up_read();
+    });
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 3; }, "3 readers queued"));
-  g.spawn([&] { sem.down_write(); writer_in = true; sem.up_write(); });
+  g.spawn([&] {
+    sem.down_write();
+    writer_in = true;
+    sem.up_write();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 4; }, "writer queued"));
 
   sem.downgrade_write();
-  ASSERT_TRUE(eventually(sem, [&] { return readers_in.load() == 3; }, "readers woken by downgrade"));
+  ASSERT_TRUE(
+      eventually(sem, [&] { return readers_in.load() == 3; }, "readers woken by downgrade"));
   EXPECT_FALSE(B::is_write_locked(sem.count())) << sem.describe();
   EXPECT_EQ(B::reader_count(sem.count()), 4u) << sem.describe();
   EXPECT_FALSE(writer_in.load());
@@ -488,8 +528,8 @@ TYPED_TEST(RwsemCore, SharedTimedMutexSurface) {
     std::thread([&] {
       // Past deadlines on any clock behave like the try form.
       w = sem.try_lock_until(std::chrono::system_clock::now() - 1h) ||
-          sem.try_lock_until(std::chrono::steady_clock::now() - 1s) ||
-          sem.try_lock_for(-5ms) || sem.try_lock_for(0s);
+          sem.try_lock_until(std::chrono::steady_clock::now() - 1s) || sem.try_lock_for(-5ms) ||
+          sem.try_lock_for(0s);
     }).join();
     EXPECT_FALSE(w);
   }
@@ -506,7 +546,9 @@ TYPED_TEST(RwsemCore, SharedTimedMutexSurface) {
   sem.lock();
   bool got = true;
   const auto start = std::chrono::steady_clock::now();
-  std::thread([&] { got = sem.try_lock_shared_until(std::chrono::system_clock::now() + 30ms); }).join();
+  std::thread([&] {
+    got = sem.try_lock_shared_until(std::chrono::system_clock::now() + 30ms);
+  }).join();
   EXPECT_FALSE(got);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 30ms);
   sem.unlock();

@@ -172,18 +172,16 @@ struct TinyOwnerLayout : rwsem::MergedOwnerLayout {
   static constexpr Word kWriterMask = ((Word{1} << kOwnerBits) - 1) << kOwnerShift;
   [[maybe_unused]] static constexpr Word kReservedMask =
       ((Word{1} << 48) - 1) & ~(kWriterMask | kWaiters | kHandoff);
-  static constexpr bool encodable(std::uint64_t id) {
-    return id != 0 && (id >> kOwnerBits) == 0;
-  }
+  static constexpr bool encodable(std::uint64_t id) { return id != 0 && (id >> kOwnerBits) == 0; }
   static constexpr Word writer_word(std::uint64_t id) { return Word(id) << kOwnerShift; }
   static constexpr std::uint64_t owner_id(Word w) { return (w & kWriterMask) >> kOwnerShift; }
 };
 
 // Where the merged layout does not build (lock_types.h) the test is
 // skipped; the alias then names a lock that builds, so the file compiles.
-using TinyOwnerSem = rwsem::BasicRwSemaphore<
-    std::conditional_t<kLayoutBuildsHere<TinyOwnerLayout>, TinyOwnerLayout,
-                       rwsem::Generic32Layout>>;
+using TinyOwnerSem =
+    rwsem::BasicRwSemaphore<std::conditional_t<kLayoutBuildsHere<TinyOwnerLayout>, TinyOwnerLayout,
+                                               rwsem::Generic32Layout>>;
 
 // The mutex's debug mode: an unlock by a thread that does not own the lock,
 // a double unlock and destroying a held mutex abort with the decoded owner

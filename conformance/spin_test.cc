@@ -51,7 +51,11 @@ TYPED_TEST(Spinning, WriterSpinsAndGetsLockWithoutSleepingWhileOwnerRuns) {
   const auto before = rwsem::lock_events_snapshot();
   std::atomic<bool> got{false};
   ThreadGroup g;
-  g.spawn([&] { sem.down_write(); got = true; sem.up_write(); });
+  g.spawn([&] {
+    sem.down_write();
+    got = true;
+    sem.up_write();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return Peer::spinning(sem); }, "W spinning"));
   for (int i = 0; i < 1000; ++i) rwsem::arch::cpu_relax();  // the owner runs
   sem.up_write();
@@ -68,7 +72,10 @@ TYPED_TEST(Spinning, ReaderSpinsOnWriterAndGetsLock) {
   sem.down_write();
   const auto before = rwsem::lock_events_snapshot();
   ThreadGroup g;
-  g.spawn([&] { sem.down_read(); sem.up_read(); });
+  g.spawn([&] {
+    sem.down_read();
+    sem.up_read();
+  });
   ASSERT_TRUE(eventually(sem, [&] { return Peer::spinning(sem); }, "R spinning"));
   sem.up_write();
   g.join();
@@ -99,7 +106,10 @@ TYPED_TEST(Spinning, SpinnerStopsWhenOwnerParks) {
   // The owner of a: takes a, waits for the spinner, then parks on b.
   g.spawn([&] {
     a.down_write();
-    std::thread w([&] { a.down_write(); a.up_write(); });
+    std::thread w([&] {
+      a.down_write();
+      a.up_write();
+    });
     EXPECT_TRUE(eventually(a, [&] { return Peer::spinning(a); }, "W spinning on a"));
     b.down_read();  // parks: X holds b
     b.up_read();

@@ -24,8 +24,7 @@ class Stress : public ::testing::Test {
     Lock sem;
     Watchdog dog(std::string(T::kName) + " " + what, Watchdog::default_limit());
     dog.add_lock(T::kName, [&] { return lock_state(sem); });
-    const TortureStats s =
-        Torture<Lock>(sem, p, std::string(T::kName) + " " + what).run(dog);
+    const TortureStats s = Torture<Lock>(sem, p, std::string(T::kName) + " " + what).run(dog);
     EXPECT_EQ(sem.count(), 0u) << "lock not clean after the run: " << sem.describe();
     return s;
   }
@@ -101,8 +100,9 @@ TYPED_TEST(Stress, StarvationBoundUnderWriterStream) {
   stop = true;
   hammers.join();
   const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  std::printf("  worst wait under a writer stream: reader %.3f ms, writer %.3f ms (bound %.0f ms)\n",
-              ms(worst_read), ms(worst_write), ms(bound));
+  std::printf(
+      "  worst wait under a writer stream: reader %.3f ms, writer %.3f ms (bound %.0f ms)\n",
+      ms(worst_read), ms(worst_write), ms(bound));
   EXPECT_LE(worst_read, bound);
   EXPECT_LE(worst_write, bound);
 }
@@ -118,8 +118,7 @@ TEST(Replay, SameSeedSameSchedule) {
     EXPECT_EQ(a.hold_spins, b.hold_spins);
     EXPECT_EQ(a.timeout_us, b.timeout_us);
   }
-  std::printf("  seed %llu -> schedule digest 0x%016llx\n",
-              static_cast<unsigned long long>(seed),
+  std::printf("  seed %llu -> schedule digest 0x%016llx\n", static_cast<unsigned long long>(seed),
               static_cast<unsigned long long>(schedule_digest(seed, 4, 2)));
 }
 

@@ -67,8 +67,7 @@ inline bool thread_start_failed_in_this_test();  // below, with ThreadGroup
 // hang limit passes first, or at once if a thread of the test could not be
 // started.
 template <class Lock, class Pred>
-::testing::AssertionResult eventually(Lock& sem, Pred pred,
-                                      const char* what) {
+::testing::AssertionResult eventually(Lock& sem, Pred pred, const char* what) {
   const auto give_up = std::chrono::steady_clock::now() + hang_limit();
   HangGuard::extend_until(give_up);
   while (!pred()) {
@@ -77,8 +76,7 @@ template <class Lock, class Pred>
              << "gave up waiting for: " << what
              << " (a thread of this test could not be started; see above)";
     if (std::chrono::steady_clock::now() > give_up)
-      return ::testing::AssertionFailure()
-             << "never reached: " << what << "\n" << lock_state(sem);
+      return ::testing::AssertionFailure() << "never reached: " << what << "\n" << lock_state(sem);
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return ::testing::AssertionSuccess();
@@ -136,14 +134,11 @@ inline int start_thread(std::function<void()> body, std::size_t stack_bytes, boo
   auto* heap_body = new std::function<void()>(std::move(body));
   pthread_t ignored;
   if (err == 0)
-    err = pthread_create(
-        tid ? tid : &ignored, &attr,
-        [](void* p) -> void* {
-          std::unique_ptr<std::function<void()>> b(static_cast<std::function<void()>*>(p));
-          (*b)();
-          return nullptr;
-        },
-        heap_body);
+    err = pthread_create(tid ? tid : &ignored, &attr, [](void* p) -> void* {
+      std::unique_ptr<std::function<void()>> b(static_cast<std::function<void()>*>(p));
+      (*b)();
+      return nullptr;
+    }, heap_body);
   pthread_attr_destroy(&attr);
   if (err != 0) delete heap_body;
   return err;
@@ -231,19 +226,17 @@ template <class F>
   batch.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     pthread_t t;
-    const int err = start_thread(
-        [gate, body, i]() mutable {
-          if (gate->wait()) body(i);
-        },
-        stack_bytes, detached, &t);
+    const int err = start_thread([gate, body, i]() mutable {
+      if (gate->wait()) body(i);
+    }, stack_bytes, detached, &t);
     if (err != 0) {
       gate->open(false);
       if (!detached)
         for (pthread_t b : batch) pthread_join(b, nullptr);
       return ::testing::AssertionFailure()
              << thread_start_failure(err, running + batch.size(),
-                                     running + static_cast<std::size_t>(n),
-                                     running + batch.size(), stack_bytes)
+                                     running + static_cast<std::size_t>(n), running + batch.size(),
+                                     stack_bytes)
              << "; the " << batch.size() << " started of this batch of " << n
              << " exited without running";
     }
@@ -293,12 +286,10 @@ class ThreadGroup {
   bool spawn(F f) {
     if (failed_) return false;
     pthread_t t;
-    const int err = start_thread(
-        [this, f = std::move(f)]() mutable {
-          f();
-          done_.fetch_add(1);
-        },
-        stack_bytes_, false, &t);
+    const int err = start_thread([this, f = std::move(f)]() mutable {
+      f();
+      done_.fetch_add(1);
+    }, stack_bytes_, false, &t);
     if (err != 0) {
       record_failure();
       ADD_FAILURE() << thread_start_failure(err, threads_.size(), threads_.size() + 1,
@@ -313,13 +304,10 @@ class ThreadGroup {
   [[nodiscard]] ::testing::AssertionResult spawn_n(int n, F f) {
     if (failed_) return ::testing::AssertionFailure() << "an earlier thread start failed";
     std::vector<pthread_t> batch;
-    ::testing::AssertionResult started = internal::start_gated(
-        n,
-        [this, f](int i) mutable {
-          f(i);
-          done_.fetch_add(1);
-        },
-        stack_bytes_, false, threads_.size(), &batch);
+    ::testing::AssertionResult started = internal::start_gated(n, [this, f](int i) mutable {
+      f(i);
+      done_.fetch_add(1);
+    }, stack_bytes_, false, threads_.size(), &batch);
     if (!started) {
       record_failure();
       return started;

@@ -127,7 +127,7 @@ TEST(ThreadStart, AddressSpaceRunsOutPartWayThroughABatch) {
   const bool under_qemu = std::getenv("RWSEM_UNDER_QEMU") != nullptr;
   constexpr std::size_t kStack = std::size_t{64} << 20;  // 64 MiB
   constexpr int kThreads = 200;                          // 12.5 GiB in all
-  struct rlimit saved {};
+  struct rlimit saved{};
   bool limited = false;
   if (under_qemu) {
     // QEMU keeps RLIMIT_AS to itself; a 32-bit guest has 4 GiB anyway.
@@ -144,8 +144,8 @@ TEST(ThreadStart, AddressSpaceRunsOutPartWayThroughABatch) {
     ASSERT_GT(pages, 0) << "cannot read /proc/self/statm";
     ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0) << std::strerror(errno);
     struct rlimit lim = saved;
-    lim.rlim_cur = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) +
-                   (rlim_t{1} << 30);
+    lim.rlim_cur =
+        static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{1} << 30);
     if (saved.rlim_cur != RLIM_INFINITY && saved.rlim_cur < lim.rlim_cur)
       lim.rlim_cur = saved.rlim_cur;
     ASSERT_EQ(setrlimit(RLIMIT_AS, &lim), 0) << std::strerror(errno);

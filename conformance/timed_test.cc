@@ -50,9 +50,7 @@ struct TestClock {
       v -= std::chrono::nanoseconds(60ms).count();
     return time_point(duration(v) + std::chrono::hours(1));
   }
-  static void reset() {
-    base.store(rwsem::arch::monotonic_now_ns(), std::memory_order_relaxed);
-  }
+  static void reset() { base.store(rwsem::arch::monotonic_now_ns(), std::memory_order_relaxed); }
   static inline std::atomic<std::int64_t> base{0};
 };
 
@@ -88,7 +86,8 @@ bool timed_try(T& m, bool shared, const TP& t) {
 }
 template <class T>
 void unlock_as(T& m, bool shared) {
-  if (shared) read_unlock(m); else m.unlock();
+  if (shared) read_unlock(m);
+  else m.unlock();
 }
 
 // Held by this thread throughout: another thread's try_lock_until(now+100ms)
@@ -106,9 +105,8 @@ void expect_fails_at_deadline_on(T& m, bool shared) {
     if (got) unlock_as(m, shared);
   }).join();
   EXPECT_FALSE(got) << "acquired a lock this thread holds: " << m.describe();
-  EXPECT_TRUE(returned >= deadline)
-      << "gave up " << ms(deadline - returned)
-      << " ms before the deadline, read on the caller's clock";
+  EXPECT_TRUE(returned >= deadline) << "gave up " << ms(deadline - returned)
+                                    << " ms before the deadline, read on the caller's clock";
 }
 
 // The holder lets go when C has advanced 50 ms (halfway to the deadline):
@@ -235,7 +233,8 @@ TEST(DeadlineUntil, PastTimePointCallsTheOperationExactlyOnceWithDeadlineNow) {
     EXPECT_GE(seen, before);
     EXPECT_LE(seen, rwsem::arch::monotonic_now_ns()) << "a past time point must not wait";
     calls = 0;
-    EXPECT_EQ(rwsem::internal::until<Native>(std::chrono::system_clock::time_point::min(), op), result);
+    EXPECT_EQ(rwsem::internal::until<Native>(std::chrono::system_clock::time_point::min(), op),
+              result);
     EXPECT_EQ(calls, 1);
     calls = 0;
     EXPECT_EQ(rwsem::internal::until<Native>(std::chrono::steady_clock::now() - 1s, op), result);

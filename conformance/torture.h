@@ -50,9 +50,7 @@ inline std::uint64_t env_u64(const char* name, std::uint64_t dflt) {
 inline std::uint64_t run_seed() {
   static const std::uint64_t seed = env_u64(
       "RWSEM_SEED",
-      static_cast<std::uint64_t>(
-          std::chrono::steady_clock::now().time_since_epoch().count()) |
-          1);
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) | 1);
   return seed;
 }
 
@@ -173,8 +171,8 @@ class Watchdog {
     std::fprintf(stderr,
                  "\nWATCHDOG: no progress for %.1f s in %s\n  seed: %" PRIu64
                  " (replay with RWSEM_SEED=%" PRIu64 ")\n",
-                 std::chrono::duration<double>(stuck).count(), context_.c_str(),
-                 run_seed(), run_seed());
+                 std::chrono::duration<double>(stuck).count(), context_.c_str(), run_seed(),
+                 run_seed());
     for (const auto& l : locks_)
       std::fprintf(stderr, "  lock %s:\n    %s\n", l.name.c_str(), l.dump().c_str());
     std::fflush(stderr);
@@ -215,16 +213,19 @@ struct TortureStats {
   // min), "!!!" a violation.
   std::string summary() const {
     char buf[512];
-    auto line = [](char* out, std::size_t n, const char* tag, std::uint64_t total,
-                   std::uint64_t mx, std::uint64_t mn, std::uint64_t fail) {
-      std::snprintf(out, n, "%s:  Total: %" PRIu64 "  Max/Min: %" PRIu64 "/%" PRIu64 " %s  Fail: %" PRIu64 " %s",
+    auto line = [](char* out, std::size_t n, const char* tag, std::uint64_t total, std::uint64_t mx,
+                   std::uint64_t mn, std::uint64_t fail) {
+      std::snprintf(out, n,
+                    "%s:  Total: %" PRIu64 "  Max/Min: %" PRIu64 "/%" PRIu64 " %s  Fail: %" PRIu64
+                    " %s",
                     tag, total, mx, mn, mx / 2 > mn ? "???" : "", fail, fail ? "!!!" : "");
     };
     char w[240], r[240];
     line(w, sizeof w, "Writes", writes_total, writes_max, writes_min, write_fail);
     line(r, sizeof r, "Reads ", reads_total, reads_max, reads_min, read_fail);
-    std::snprintf(buf, sizeof buf, "%s\n%s\n(try failed %" PRIu64 ", timed out %" PRIu64
-                  ", downgrades %" PRIu64 ")", w, r, try_failed, timed_out, downgrades);
+    std::snprintf(buf, sizeof buf,
+                  "%s\n%s\n(try failed %" PRIu64 ", timed out %" PRIu64 ", downgrades %" PRIu64 ")",
+                  w, r, try_failed, timed_out, downgrades);
     return buf;
   }
 };
@@ -240,7 +241,8 @@ class Torture {
     const double scale = env_double("RWSEM_STRESS_SCALE", 1.0);
     const std::uint64_t ops = env_u64("RWSEM_STRESS_OPS", p_.ops);
     const auto window = std::chrono::duration<double>(p_.seconds * scale);
-    std::printf("[torture %s] seed=%" PRIu64 " readers=%d writers=%d %s words=%d "
+    std::printf("[torture %s] seed=%" PRIu64
+                " readers=%d writers=%d %s words=%d "
                 "schedule=0x%016" PRIx64 "\n",
                 name_.c_str(), seed, p_.readers, p_.writers,
                 ops ? (std::to_string(ops) + " ops/thread").c_str()
@@ -345,18 +347,14 @@ class Torture {
     // has: a mutex runs reader operations exclusively, a lock without timed
     // tries blocks instead, one without downgrade stays exclusive.
     switch (op.kind) {
-      case OpKind::kRead:
-        read_lock(lock_);
-        break;
+      case OpKind::kRead: read_lock(lock_); break;
       case OpKind::kReadTry:
         if (!read_try_lock(lock_)) return fail(try_failed_);
         break;
       case OpKind::kReadTimed:
         if (!read_lock_for(lock_, timeout)) return fail(timed_out_);
         break;
-      case OpKind::kWrite:
-        lock_.lock();
-        break;
+      case OpKind::kWrite: lock_.lock(); break;
       case OpKind::kWriteTry:
         if (!lock_.try_lock()) return fail(try_failed_);
         break;
@@ -382,9 +380,7 @@ class Torture {
         unlock_after_downgrade(lock_, downgraded);
         break;
       }
-      default:
-        write_section(op);
-        lock_.unlock();
+      default: write_section(op); lock_.unlock();
     }
     return true;
   }

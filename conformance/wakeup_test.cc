@@ -37,7 +37,12 @@ TYPED_TEST(Wakeup, TheOneUnlockWakesTheWaiter) {
   std::printf("[wakeup %s] seed=%llu rounds=%d\n", TypeParam::kName,
               static_cast<unsigned long long>(seed), rounds);
   std::uint64_t x = seed | 1;
-  auto next = [&x] { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x; };
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
   for (int spin = 0; spin < 2; ++spin) {
     const auto lock = make_lock<TypeParam>(spin == 1);
     TypeParam& m = *lock;
@@ -66,13 +71,15 @@ TYPED_TEST(Wakeup, TheOneUnlockWakesTheWaiter) {
       const bool holder_reads = kShared<TypeParam> && (v & 3) == 1;
       waiter_reads.store(kShared<TypeParam> && !holder_reads && (v & 3) == 2,
                          std::memory_order_relaxed);
-      if (holder_reads) read_lock(m); else m.lock();
+      if (holder_reads) read_lock(m);
+      else m.lock();
       turn.store(r, std::memory_order_release);
       // Up to 100 us: sometimes before the waiter queues, often after.
       const auto delay = std::chrono::microseconds((v >> 8) % 100);
       const auto until = std::chrono::steady_clock::now() + delay;
       while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
-      if (holder_reads) read_unlock(m); else m.unlock();
+      if (holder_reads) read_unlock(m);
+      else m.unlock();
       ASSERT_TRUE(eventually(m, [&] { return done.load(std::memory_order_acquire) == r; },
                              "the waiter woken by the one unlock"))
           << "round " << r << (spin ? ", spinning" : ", spinning off") << ", seed " << seed;

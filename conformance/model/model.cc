@@ -110,7 +110,8 @@ class Explorer {
   Explorer(const Options& o, const Scenario& s) : opts(o), scenario(s) {
     for (int i = 0; i < kMaxThreads; ++i) {
       threads[i].stack.reset(new char[kStackSize]);
-      records[i] = static_cast<Record*>(::operator new(sizeof(Record), std::align_val_t(alignof(Record))));
+      records[i] =
+          static_cast<Record*>(::operator new(sizeof(Record), std::align_val_t(alignof(Record))));
       new (records[i]) Record();
     }
   }
@@ -292,8 +293,7 @@ class Explorer {
       if (cp == step) threads[cur].priority = -static_cast<int>(step);
     int best = -1;
     for (const Opt& o : list)
-      if (o.kind == OptKind::kRun &&
-          (best < 0 || threads[o.tid].priority > threads[best].priority))
+      if (o.kind == OptKind::kRun && (best < 0 || threads[o.tid].priority > threads[best].priority))
         best = o.tid;
     if (best < 0) {  // only commits/timeouts offered
       for (const Opt& o : list)
@@ -428,7 +428,8 @@ class Explorer {
     rng = seed;
     change_points.clear();
     for (int i = 0; i + 1 < opts.pct_depth; ++i)
-      change_points.push_back(1 + static_cast<long>(splitmix(rng) % static_cast<std::uint64_t>(opts.pct_horizon)));
+      change_points.push_back(
+          1 + static_cast<long>(splitmix(rng) % static_cast<std::uint64_t>(opts.pct_horizon)));
     nthreads = 1;
     cur = 0;
     // Records are rebuilt (fresh histories) before thread 0 runs, as the
@@ -465,7 +466,8 @@ class Explorer {
       failed = true;
       failure = what;
     }
-    trace.push_back({step, cur, "FAILS", nullptr, std::memory_order_relaxed, 0, 0, -1, -1, -1, what});
+    trace.push_back(
+        {step, cur, "FAILS", nullptr, std::memory_order_relaxed, 0, 0, -1, -1, -1, what});
     swapcontext(&me().ctx, &host);
     std::abort();  // an execution that failed is never resumed
   }
@@ -524,9 +526,8 @@ class Explorer {
       os << buf;
       if (e.addr != nullptr) os << " " << loc_name(e.addr);
       const std::string w = e.what;
-      if (w == "load" || w == "rmw" || w == "cas ok" || w == "cas fails" ||
-          w == "store" || w == "store(buffered)" || w == "fence" || w == "futex_wait" ||
-          w == "store_byte")
+      if (w == "load" || w == "rmw" || w == "cas ok" || w == "cas fails" || w == "store" ||
+          w == "store(buffered)" || w == "fence" || w == "futex_wait" || w == "store_byte")
         os << " " << mo_name(e.mo);
       if (w == "load" || w == "cas fails") {
         std::snprintf(buf, sizeof buf, " -> 0x%" PRIx64, e.value);
@@ -538,7 +539,8 @@ class Explorer {
         std::snprintf(buf, sizeof buf, " = 0x%" PRIx64, e.value);
         os << buf;
       } else if (w == "futex_wait") {
-        std::snprintf(buf, sizeof buf, " (word 0x%" PRIx64 ", expected 0x%" PRIx64 ")", e.value, e.value2);
+        std::snprintf(buf, sizeof buf, " (word 0x%" PRIx64 ", expected 0x%" PRIx64 ")", e.value,
+                      e.value2);
         os << buf;
       }
       if (e.from >= 0) {
@@ -579,7 +581,8 @@ class Explorer {
   }
 
   void acquire_from(const StoreRec& s, std::memory_order mo) {
-    if (has_acquire(mo)) me().clk.join(s.rel); else me().facq.join(s.rel);
+    if (has_acquire(mo)) me().clk.join(s.rel);
+    else me().facq.join(s.rel);
   }
 
   StoreRec& append(Location& l, std::uint64_t v, std::uint32_t epoch, const VClock& rel, bool sc,
@@ -613,14 +616,15 @@ class Explorer {
     const int saved = cur;
     cur = static_cast<int>(&t - threads);
     append(*p.loc, p.value, p.epoch, p.rel, false, p.id);
-    trace.push_back({step, cur, why, p.loc->addr(), std::memory_order_relaxed, p.value, 0, -1, -1, -1,
-                     "(buffered store #" + std::to_string(p.id) + " enters memory)"});
+    trace.push_back({step, cur, why, p.loc->addr(), std::memory_order_relaxed, p.value, 0, -1, -1,
+                     -1, "(buffered store #" + std::to_string(p.id) + " enters memory)"});
     cur = saved;
   }
 
   void drain_loc(Thread& t, const Location& l) {
     for (std::size_t i = 0; i < t.buf.size();)
-      if (t.buf[i].loc == &l) commit(t, static_cast<int>(i), "drains"); else ++i;
+      if (t.buf[i].loc == &l) commit(t, static_cast<int>(i), "drains");
+      else ++i;
   }
   void drain_all(Thread& t) {
     while (!t.buf.empty()) commit(t, 0, "drains");
@@ -640,16 +644,16 @@ class Explorer {
     tick();
     check_init(l, "loads");
     if (const Pending* p = forwarded(l)) {
-      trace.push_back({step, cur, what, l.addr(), mo, p->value, 0, p->id, cur, -1,
-                       "(its own buffered store)"});
+      trace.push_back(
+          {step, cur, what, l.addr(), mo, p->value, 0, p->id, cur, -1, "(its own buffered store)"});
       ++me().clk.c[cur];
       return p->value;
     }
     const std::uint64_t lo = floor_of(l, mo == std::memory_order_seq_cst);
     const std::uint64_t n = l.count();
     int options = 1;
-    const bool may_stale = opts.mode == Mode::kRandom ? coin(0.3)
-                                                      : stale_reads < opts.stale_read_bound;
+    const bool may_stale =
+        opts.mode == Mode::kRandom ? coin(0.3) : stale_reads < opts.stale_read_bound;
     if (may_stale) options = static_cast<int>(n - lo);
     int k = opts.mode == Mode::kRandom && options > 1
                 ? 1 + static_cast<int>(splitmix(rng) % static_cast<std::uint64_t>(options - 1))
@@ -675,7 +679,8 @@ class Explorer {
   void store(Location& l, std::uint64_t v, std::memory_order mo, const char* what = "store",
              int byte_offset = -1) {
     if (!active || reporting) {
-      if (byte_offset < 0) direct_store(l, v); else fail_outside("store_byte");
+      if (byte_offset < 0) direct_store(l, v);
+      else fail_outside("store_byte");
       return;
     }
     sched(true);
@@ -707,13 +712,16 @@ class Explorer {
     if (buffer) {
       ++buffered;
       t.buf.push_back({&l, v & l.mask(), t.clk.c[cur], id, t.frel});
-      trace.push_back({step, cur, "store(buffered)", l.addr(), mo, v & l.mask(), 0, -1, -1, -1,
-                       "#" + std::to_string(id) + " waits in T" + std::to_string(cur) + "'s buffer"});
+      trace.push_back(
+          {step, cur, "store(buffered)", l.addr(), mo, v & l.mask(), 0, -1, -1, -1,
+           "#" + std::to_string(id) + " waits in T" + std::to_string(cur) + "'s buffer"});
     } else {
-      if (has_release(mo)) drain_all(t); else drain_loc(t, l);
-      append(l, v, t.clk.c[cur], has_release(mo) ? t.clk : t.frel, mo == std::memory_order_seq_cst, id);
-      trace.push_back({step, cur, what, l.addr(), mo, v & l.mask(), 0, -1, -1, -1,
-                       "#" + std::to_string(id)});
+      if (has_release(mo)) drain_all(t);
+      else drain_loc(t, l);
+      append(l, v, t.clk.c[cur], has_release(mo) ? t.clk : t.frel, mo == std::memory_order_seq_cst,
+             id);
+      trace.push_back(
+          {step, cur, what, l.addr(), mo, v & l.mask(), 0, -1, -1, -1, "#" + std::to_string(id)});
     }
     ++t.clk.c[cur];
   }
@@ -728,7 +736,8 @@ class Explorer {
   // stores to it drained. `release` drains everything first.
   StoreRec& rmw_read(Location& l, std::memory_order mo) {
     Thread& t = me();
-    if (has_release(mo)) drain_all(t); else drain_loc(t, l);
+    if (has_release(mo)) drain_all(t);
+    else drain_loc(t, l);
     StoreRec& s = l.newest();
     observe(s);
     acquire_from(s, mo);
@@ -780,8 +789,8 @@ class Explorer {
     const std::uint64_t lo = floor_of(l, failmo == std::memory_order_seq_cst);
     const std::uint64_t n = l.count();
     std::vector<std::uint64_t> fails;  // store indices, newest first
-    const bool may_stale = opts.mode == Mode::kRandom ? coin(0.3)
-                                                      : stale_reads < opts.stale_read_bound;
+    const bool may_stale =
+        opts.mode == Mode::kRandom ? coin(0.3) : stale_reads < opts.stale_read_bound;
     for (std::uint64_t i = n; i-- > lo;) {
       if (i != n - 1 && !may_stale) break;
       if (l.at(i).value != expected) fails.push_back(i);
@@ -800,7 +809,8 @@ class Explorer {
     if (can_succeed && k == 0) {
       StoreRec& s = rmw_read(l, succ);
       rmw_write(l, s, desired, succ);
-      trace.push_back({step, cur, "cas ok", l.addr(), succ, s.value, desired & l.mask(), s.id, s.tid});
+      trace.push_back(
+          {step, cur, "cas ok", l.addr(), succ, s.value, desired & l.mask(), s.id, s.tid});
       ++me().clk.c[cur];
       return true;
     }
@@ -859,7 +869,8 @@ class Explorer {
       trace.back().note = "deadline passed: returns ETIMEDOUT";
       return ETIMEDOUT;
     }
-    trace.back().note = deadline == kForever ? "sleeps" : "sleeps until " + std::to_string(deadline);
+    trace.back().note =
+        deadline == kForever ? "sleeps" : "sleeps until " + std::to_string(deadline);
     t.state = Thread::kBlocked;
     t.futex_loc = &l;
     t.deadline = deadline;
@@ -920,7 +931,8 @@ class Explorer {
   }
 
   [[noreturn]] void fail_outside(const char* what) {
-    std::fprintf(stderr, "model checker: %s outside a model execution (or while reporting)\n", what);
+    std::fprintf(stderr, "model checker: %s outside a model execution (or while reporting)\n",
+                 what);
     std::abort();
   }
 
@@ -941,11 +953,13 @@ class Explorer {
     Thread& t = me();
     if (c.wepoch != 0 && c.wtid != cur && c.wepoch > t.clk.c[c.wtid])
       fail_now("data race: T" + std::to_string(cur) + " writes " + loc_name(addr) +
-               ", written by T" + std::to_string(c.wtid) + " with no happens-before edge between the writes");
+               ", written by T" + std::to_string(c.wtid) +
+               " with no happens-before edge between the writes");
     for (int u = 0; u < nthreads; ++u)
       if (u != cur && c.reads[u] != 0 && c.reads[u] > t.clk.c[u])
-        fail_now("data race: T" + std::to_string(cur) + " writes " + loc_name(addr) + ", read by T" +
-                 std::to_string(u) + " with no happens-before edge between that read and this write");
+        fail_now("data race: T" + std::to_string(cur) + " writes " + loc_name(addr) +
+                 ", read by T" + std::to_string(u) +
+                 " with no happens-before edge between that read and this write");
     c.wtid = static_cast<std::uint8_t>(cur);
     c.wepoch = t.clk.c[cur];
     for (auto& r : c.reads) r = 0;
@@ -1040,7 +1054,9 @@ void Execution::spawn(std::function<void()> body) {
   ++e.nthreads;
 }
 
-void Execution::describe(std::function<std::string()> f) { ex().describers.push_back(std::move(f)); }
+void Execution::describe(std::function<std::string()> f) {
+  ex().describers.push_back(std::move(f));
+}
 
 void Execution::watch(const void* p, std::function<void(std::uint64_t)> f) {
   ex().watches.emplace_back(p, std::move(f));
@@ -1094,7 +1110,8 @@ Result explore(const Options& opts, const std::string& name, const Scenario& s) 
       stopped_early = opts.mode == Mode::kExhaustive;
       break;
     }
-    const std::uint64_t exec_seed = opts.mode == Mode::kRandom ? seed + static_cast<std::uint64_t>(i) : 0;
+    const std::uint64_t exec_seed =
+        opts.mode == Mode::kRandom ? seed + static_cast<std::uint64_t>(i) : 0;
     e.replay_len = e.choices.size();
     const bool ok = e.run_one(exec_seed);
     ++r.executions;
@@ -1110,7 +1127,8 @@ Result explore(const Options& opts, const std::string& name, const Scenario& s) 
            << failing_seed << std::dec << " and a --gtest_filter naming this test\n";
       else {
         os << "exhaustive execution " << r.executions << ", choices:";
-        for (std::size_t k = 0; k < e.pos && k < e.choices.size(); ++k) os << " " << e.choices[k].chosen;
+        for (std::size_t k = 0; k < e.pos && k < e.choices.size(); ++k)
+          os << " " << e.choices[k].chosen;
         os << "\n";
       }
       os << "threads:\n" << e.state_text();
@@ -1140,12 +1158,17 @@ Result explore(const Options& opts, const std::string& name, const Scenario& s) 
   sum << name << ": " << (opts.mode == Mode::kExhaustive ? "exhaustive" : "random") << ", "
       << r.executions << " executions";
   if (opts.mode == Mode::kExhaustive) {
-    sum << " (preemptions <= " << opts.preemption_bound << ", stale reads <= "
-        << opts.stale_read_bound << ", buffered stores <= " << opts.buffered_store_bound << "; "
-        << (r.complete ? "all explored" : stopped_early ? "stopped at the limit" : "stopped at the failure") << ")";
+    sum << " (preemptions <= " << opts.preemption_bound
+        << ", stale reads <= " << opts.stale_read_bound
+        << ", buffered stores <= " << opts.buffered_store_bound << "; "
+        << (r.complete      ? "all explored"
+            : stopped_early ? "stopped at the limit"
+                            : "stopped at the failure")
+        << ")";
   } else {
-    sum << " (seeds 0x" << std::hex << seed << "..0x" << seed + static_cast<std::uint64_t>(r.executions - 1)
-        << std::dec << ", PCT depth " << opts.pct_depth << ")";
+    sum << " (seeds 0x" << std::hex << seed << "..0x"
+        << seed + static_cast<std::uint64_t>(r.executions - 1) << std::dec << ", PCT depth "
+        << opts.pct_depth << ")";
   }
   char buf[64];
   std::snprintf(buf, sizeof buf, ", longest %ld steps, %.2f s", r.max_steps_seen, r.seconds);

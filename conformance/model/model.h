@@ -185,8 +185,8 @@ enum class Rmw : std::uint8_t { kXchg, kAdd, kSub, kOr, kAnd };
 std::uint64_t op_load(Location& l, std::memory_order mo);
 void op_store(Location& l, std::uint64_t v, std::memory_order mo);
 std::uint64_t op_rmw(Location& l, Rmw op, std::uint64_t arg, std::memory_order mo);
-bool op_cas(Location& l, std::uint64_t& expected, std::uint64_t desired,
-            std::memory_order success, std::memory_order failure);
+bool op_cas(Location& l, std::uint64_t& expected, std::uint64_t desired, std::memory_order success,
+            std::memory_order failure);
 void op_fence(std::memory_order mo);
 int op_futex_wait(Location& l, std::uint32_t expected, std::int64_t deadline_ns);
 void op_futex_wake(Location& l, int n);
@@ -230,9 +230,7 @@ class Atomic {
   T load(std::memory_order mo = std::memory_order_seq_cst) const {
     return value(op_load(loc_, mo));
   }
-  void store(T v, std::memory_order mo = std::memory_order_seq_cst) {
-    op_store(loc_, bits(v), mo);
-  }
+  void store(T v, std::memory_order mo = std::memory_order_seq_cst) { op_store(loc_, bits(v), mo); }
   T exchange(T v, std::memory_order mo = std::memory_order_seq_cst) {
     return value(op_rmw(loc_, Rmw::kXchg, bits(v), mo));
   }
@@ -369,8 +367,8 @@ class Execution {
 };
 
 // Fails the execution unless `cond`.
-#define MC_CHECK(cond, what)                                           \
-  do {                                                                 \
+#define MC_CHECK(cond, what)                                                               \
+  do {                                                                                     \
     if (!(cond)) ::rwsem::mc::fail(std::string("check failed: ") + #cond + ": " + (what)); \
   } while (0)
 

@@ -22,7 +22,8 @@ struct ModelPlatform {
   using Record = internal::BasicThreadRecord<ModelPlatform>;
 
   static void fence(std::memory_order mo) { op_fence(mo); }
-  static int futex_wait(Atomic<std::uint32_t>* w, std::uint32_t expected, std::int64_t deadline_ns) {
+  static int futex_wait(Atomic<std::uint32_t>* w, std::uint32_t expected,
+                        std::int64_t deadline_ns) {
     return op_futex_wait(w->location(), expected, deadline_ns);
   }
   static void futex_wake(Atomic<std::uint32_t>* w, int n) { op_futex_wake(w->location(), n); }
@@ -40,7 +41,8 @@ struct ModelPlatform {
   static bool current_thread_is_realtime() { return false; }
   static unsigned max_spinners() { return mc::max_spinners(); }
   template <class W>
-  static void store_byte(Atomic<W>* word, std::size_t offset, std::uint8_t v, std::memory_order mo) {
+  static void store_byte(Atomic<W>* word, std::size_t offset, std::uint8_t v,
+                         std::memory_order mo) {
     op_store_byte(word->location(), offset, v, mo);
   }
 };

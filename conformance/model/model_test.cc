@@ -37,9 +37,9 @@
 #include "conformance/model/model.h"
 #include "conformance/model/model_platform.h"
 #include "lib/rwsem/internal/count_bits.h"
+#include "lib/rwsem/internal/osq.h"
 #include "lib/rwsem/lock_events.h"
 #include "lib/rwsem/mutex.h"
-#include "lib/rwsem/internal/osq.h"
 #include "lib/rwsem/qrwlock.h"
 #include "lib/rwsem/rwsem.h"
 #include "lib/rwsem/testing.h"
@@ -48,8 +48,8 @@ namespace rwsem {
 namespace mc {
 namespace {
 
-using std::chrono::nanoseconds;
 using std::chrono::microseconds;
+using std::chrono::nanoseconds;
 using namespace rwsem_test;  // the lock adapters (lock_types.h)
 
 template <class L>
@@ -172,8 +172,8 @@ void name_lock(Execution& x, T& lock) {
 enum Kind { kRead, kWrite, kDowngrade, kReadTimed, kWriteTimed, kReadTry, kWriteTry };
 
 const char* kind_name(Kind k) {
-  static const char* names[] = {"read", "write", "downgrade", "read-timed", "write-timed",
-                                "read-try", "write-try"};
+  static const char* names[] = {"read",        "write",    "downgrade", "read-timed",
+                                "write-timed", "read-try", "write-try"};
   return names[k];
 }
 
@@ -252,8 +252,8 @@ struct Coverage {
   std::string text() const {
     std::ostringstream os;
     os << "waiters " << waiters << ", handoff " << handoff << ", pickup " << pickup
-       << ", writer waiting " << writer_waiting << ", reader behind writer "
-       << reader_behind_writer << ", timeouts " << timeouts;
+       << ", writer waiting " << writer_waiting << ", reader behind writer " << reader_behind_writer
+       << ", timeouts " << timeouts;
     if (kLockEventsEnabled) os << "; events: " << events;
     return os.str();
   }
@@ -290,7 +290,7 @@ struct LockRun {
 // and the final state. Returns the explorer's result and what it reached.
 template <class T>
 LockRun run_threads(const Options& o, const std::string& name, const Config& c,
-                std::vector<std::vector<Kind>> threads, unsigned max_spinners = 2) {
+                    std::vector<std::vector<Kind>> threads, unsigned max_spinners = 2) {
   Options opts = o;
   opts.max_spinners = max_spinners;
   LockRun run;
@@ -338,7 +338,9 @@ class Model : public ::testing::Test {
  public:
   static std::string label(const char* scenario, const Config& c) {
     return std::string(T::kName) + "." + scenario +
-           (c.spinning() ? " (spin)" : c.spin ? " (spin compiled out)" : " (no spin)");
+           (c.spinning() ? " (spin)"
+            : c.spin     ? " (spin compiled out)"
+                         : " (no spin)");
   }
   static void expect(const Result& r) { EXPECT_TRUE(r.ok) << r.report; }
 };
@@ -392,9 +394,9 @@ TYPED_TEST(Model, WakePath) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    const LockRun run = run_threads<TypeParam>(
-        random_runs(30000, 0x1000), TestFixture::label("wake path", c), c,
-        {{kWrite, kRead}, {kRead, kRead}, {kRead, kWrite}, {kWrite}});
+    const LockRun run =
+        run_threads<TypeParam>(random_runs(30000, 0x1000), TestFixture::label("wake path", c), c,
+                               {{kWrite, kRead}, {kRead, kRead}, {kRead, kWrite}, {kWrite}});
     TestFixture::expect(run.result);
     const Coverage& cov = run.cov;
     if constexpr (std::is_same_v<TypeParam, ModelQRwLock>) {
@@ -419,9 +421,9 @@ TYPED_TEST(Model, WakePath) {
 // Three writers: every release hands over to a queued writer.
 TYPED_TEST(Model, WriterQueue) {
   Config c;
-  const LockRun run = run_threads<TypeParam>(random_runs(30000, 0x2000),
-                                         TestFixture::label("writer queue", c), c,
-                                         {{kWrite, kWrite}, {kWrite, kWrite}, {kWrite, kWrite}});
+  const LockRun run =
+      run_threads<TypeParam>(random_runs(30000, 0x2000), TestFixture::label("writer queue", c), c,
+                             {{kWrite, kWrite}, {kWrite, kWrite}, {kWrite, kWrite}});
   TestFixture::expect(run.result);
   if constexpr (IsRwsem<TypeParam>::value)
     EXPECT_GT(run.cov.event(LockEvent::wake_writer), 0u) << run.cov.text();
@@ -548,9 +550,9 @@ TYPED_TEST(ModelRwsemOnly, HandoffSetAndClear) {
     Config c;
     c.spin = spin;
     c.handoff_us = 0;
-    const LockRun run = run_threads<T>(random_runs(30000, 0x4000),
-                                   Model<T>::label("handoff set and clear", c), c,
-                                   {{kWrite, kWrite}, {kRead, kWrite}, {kRead, kReadTimed}});
+    const LockRun run =
+        run_threads<T>(random_runs(30000, 0x4000), Model<T>::label("handoff set and clear", c), c,
+                       {{kWrite, kWrite}, {kRead, kWrite}, {kRead, kReadTimed}});
     Model<T>::expect(run.result);
     if (!c.spinning()) {
       EXPECT_GT(run.cov.handoff, 0) << run.cov.text();
@@ -572,8 +574,8 @@ TYPED_TEST(ModelRwsemOnly, ReaderHandoffExhaustive) {
   c.handoff_us = 0;
   Options o = exhaustive(2);
   o.max_executions = 5000000;
-  const LockRun run = run_threads<T>(o, Model<T>::label("reader handoff", c), c,
-                                     {{kWrite}, {kRead}, {kWrite}});
+  const LockRun run =
+      run_threads<T>(o, Model<T>::label("reader handoff", c), c, {{kWrite}, {kRead}, {kWrite}});
   Model<T>::expect(run.result);
   EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
   EXPECT_GT(run.cov.event(LockEvent::rlock_handoff), 0u) << run.cov.text();
@@ -586,9 +588,9 @@ TYPED_TEST(ModelRwsemOnly, DowngradeWithWaiters) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    const LockRun run = run_threads<T>(random_runs(30000, 0x5000),
-                                   Model<T>::label("downgrade with waiters", c), c,
-                                   {{kDowngrade, kDowngrade}, {kRead, kRead}, {kWrite}, {kRead}});
+    const LockRun run =
+        run_threads<T>(random_runs(30000, 0x5000), Model<T>::label("downgrade with waiters", c), c,
+                       {{kDowngrade, kDowngrade}, {kRead, kRead}, {kWrite}, {kRead}});
     Model<T>::expect(run.result);
     EXPECT_GT(run.cov.event(LockEvent::wake_reader), 0u) << run.cov.text();
   }
@@ -607,36 +609,36 @@ TYPED_TEST(ModelRwsemOnly, DowngradeWithWaiters) {
 TEST(ModelSleepProtocol, ArmLookParkAgainstChangeUnpark) {
   using Record = ModelPlatform::Record;
   for (bool stale : {false, true}) {
-    const Result r = explore(
-        exhaustive(stale ? 2 : 3), stale ? "sleep protocol with a stale wake-up" : "sleep protocol",
-        [&](Execution& x) {
-          Atomic<int> cond(0);
-          Atomic<Record*> waiter(nullptr);
-          x.name(&cond, sizeof cond, "cond");
-          x.name(&waiter, sizeof waiter, "waiter");
-          auto find_waiter = [&] {
-            Record* w;
+    const Result r = explore(exhaustive(stale ? 2 : 3),
+                             stale ? "sleep protocol with a stale wake-up" : "sleep protocol",
+                             [&](Execution& x) {
+      Atomic<int> cond(0);
+      Atomic<Record*> waiter(nullptr);
+      x.name(&cond, sizeof cond, "cond");
+      x.name(&waiter, sizeof waiter, "waiter");
+      auto find_waiter = [&] {
+        Record* w;
             // acquire pairs with the waiter's release: its record is built.
-            while ((w = waiter.load(std::memory_order_acquire)) == nullptr) ModelPlatform::yield();
-            return w;
-          };
-          x.spawn([&] {
-            Record& me = ModelPlatform::current_thread();
-            waiter.store(&me, std::memory_order_release);
-            for (;;) {
-              internal::arm(me);
-              if (cond.load(std::memory_order_acquire) == 1) break;
-              internal::park(me, INT64_MAX);
-            }
-          });
-          x.spawn([&] {
-            Record* w = find_waiter();
-            cond.store(1, std::memory_order_release);
-            internal::unpark(w);
-          });
-          if (stale) x.spawn([&] { internal::unpark(find_waiter()); });
-          x.run();
-        });
+        while ((w = waiter.load(std::memory_order_acquire)) == nullptr) ModelPlatform::yield();
+        return w;
+      };
+      x.spawn([&] {
+        Record& me = ModelPlatform::current_thread();
+        waiter.store(&me, std::memory_order_release);
+        for (;;) {
+          internal::arm(me);
+          if (cond.load(std::memory_order_acquire) == 1) break;
+          internal::park(me, INT64_MAX);
+        }
+      });
+      x.spawn([&] {
+        Record* w = find_waiter();
+        cond.store(1, std::memory_order_release);
+        internal::unpark(w);
+      });
+      if (stale) x.spawn([&] { internal::unpark(find_waiter()); });
+      x.run();
+    });
     std::printf("%s\n", r.summary.c_str());
     EXPECT_TRUE(r.ok) << r.report;
   }
@@ -651,7 +653,7 @@ TEST(ModelSleepProtocol, ArmLookParkAgainstChangeUnpark) {
 TEST(ModelMutex, SleepProtocolExhaustive) {
   Config c;
   const LockRun run = run_threads<ModelMutex>(exhaustive(2), "mutex.sleep protocol", c,
-                                          {{kWrite, kWrite}, {kWrite, kWrite}});
+                                              {{kWrite, kWrite}, {kWrite, kWrite}});
   EXPECT_TRUE(run.result.ok) << run.result.report;
   EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
   EXPECT_GT(run.cov.waiters, 0) << run.cov.text();
@@ -723,9 +725,9 @@ TEST(ModelSpinQueue, HandOverExhaustive) {
 
 TEST(ModelSpinQueue, HandOverAndGiveUp) {
   for (std::int64_t d : {-1, 40, 150, 400}) {
-    const QueueRun run = run_spin_queue(
-        random_runs(40000, 0x6000 + static_cast<std::uint64_t>(d)),
-        "osq give-up after " + std::to_string(d) + " ns", 3, 2, {d, 4});
+    const QueueRun run =
+        run_spin_queue(random_runs(40000, 0x6000 + static_cast<std::uint64_t>(d)),
+                       "osq give-up after " + std::to_string(d) + " ns", 3, 2, {d, 4});
     EXPECT_TRUE(run.result.ok) << run.result.report;
     EXPECT_GT(run.handovers, 0);
     if (d >= 0) EXPECT_GT(run.give_ups, 0);
@@ -762,13 +764,13 @@ TEST(ModelMutex, SleepProtocolAndPickup) {
   }
 }
 
-
 // ---- the queued rwlock's head reader and writer -------------------------------------
 
 TEST(ModelQRwLock, HeadReaderAndWriter) {
   Config c;
-  const LockRun run = run_threads<ModelQRwLock>(random_runs(40000, 0x8000), "qrwlock.head", c,
-                                            {{kWrite, kRead}, {kRead, kRead}, {kWrite, kWrite}});
+  const LockRun run =
+      run_threads<ModelQRwLock>(random_runs(40000, 0x8000), "qrwlock.head", c,
+                                {{kWrite, kRead}, {kRead, kRead}, {kWrite, kWrite}});
   EXPECT_TRUE(run.result.ok) << run.result.report;
   EXPECT_GT(run.cov.writer_waiting, 0) << run.cov.text();
   EXPECT_GT(run.cov.reader_behind_writer, 0) << run.cov.text();

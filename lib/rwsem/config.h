@@ -30,8 +30,7 @@ inline constexpr bool kDebugEnabled =
 // A first waiter that has waited this long sets HANDOFF and stops lock
 // stealing until it owns the lock (the handoff commit: 4 ms). Real-time writers do not
 // wait for it.
-inline constexpr std::chrono::nanoseconds kDefaultHandoffTimeout =
-    std::chrono::milliseconds(4);
+inline constexpr std::chrono::nanoseconds kDefaultHandoffTimeout = std::chrono::milliseconds(4);
 
 // Readers woken by one wake-up when the first waiter is a reader (rwsem series patch
 // 6): bounds the waker's work and the growth of the reader count.
@@ -47,8 +46,7 @@ inline constexpr int kMaxReadersWakeup = 256;
 // (10 us + 0.5 us per reader up to 30 readers with waiters, else 25 us).
 // At most one thread per available CPU but one spins on a lock at a time
 // (osq.h says why); on a single CPU nothing spins.
-inline constexpr std::chrono::nanoseconds kDefaultSpinBudget =
-    std::chrono::microseconds(50);
+inline constexpr std::chrono::nanoseconds kDefaultSpinBudget = std::chrono::microseconds(50);
 
 // Spinning can be compiled out with --define=rwsem_spin=off.
 inline constexpr bool kSpinCompiledIn =

@@ -38,11 +38,9 @@ LockEventSnapshot lock_events_snapshot() {
   return s;
 }
 
-LockEventSnapshot LockEventSnapshot::operator-(
-    const LockEventSnapshot& earlier) const {
+LockEventSnapshot LockEventSnapshot::operator-(const LockEventSnapshot& earlier) const {
   LockEventSnapshot d;
-  for (std::size_t i = 0; i < counts.size(); ++i)
-    d.counts[i] = counts[i] - earlier.counts[i];
+  for (std::size_t i = 0; i < counts.size(); ++i) d.counts[i] = counts[i] - earlier.counts[i];
   return d;
 }
 

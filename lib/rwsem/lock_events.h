@@ -13,25 +13,25 @@
 #include "lib/rwsem/config.h"
 
 // X(name, description)
-#define RWSEM_LOCK_EVENT_LIST(X)                                          \
-  X(rlock, "read locks acquired in the slow path")                        \
-  X(rlock_fast, "slow-path read locks acquired without sleeping")         \
+#define RWSEM_LOCK_EVENT_LIST(X)                                           \
+  X(rlock, "read locks acquired in the slow path")                         \
+  X(rlock_fast, "slow-path read locks acquired without sleeping")          \
   X(rlock_steal, "read locks stolen from a free lock with waiters queued") \
-  X(rlock_fail, "read lock attempts that timed out")                      \
-  X(rlock_handoff, "read lock handoffs started")                          \
-  X(wlock, "write locks acquired in the slow path")                       \
-  X(wlock_steal, "slow-path write locks stolen before queueing")          \
-  X(wlock_fail, "write lock attempts that timed out")                     \
-  X(wlock_handoff, "write lock handoffs started")                         \
-  X(sleep_reader, "reader sleeps")                                        \
-  X(sleep_writer, "writer sleeps")                                        \
-  X(wake_reader, "readers woken")                                         \
-  X(wake_writer, "writers woken")                                         \
-  X(opt_rlock, "read locks acquired by optimistic spinning")              \
-  X(opt_wlock, "write locks acquired by optimistic spinning")             \
-  X(opt_fail, "optimistic spins that gave up")                            \
-  X(opt_nospin, "reader-owned spins that set NONSPINNABLE")              \
-  X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")  \
+  X(rlock_fail, "read lock attempts that timed out")                       \
+  X(rlock_handoff, "read lock handoffs started")                           \
+  X(wlock, "write locks acquired in the slow path")                        \
+  X(wlock_steal, "slow-path write locks stolen before queueing")           \
+  X(wlock_fail, "write lock attempts that timed out")                      \
+  X(wlock_handoff, "write lock handoffs started")                          \
+  X(sleep_reader, "reader sleeps")                                         \
+  X(sleep_writer, "writer sleeps")                                         \
+  X(wake_reader, "readers woken")                                          \
+  X(wake_writer, "writers woken")                                          \
+  X(opt_rlock, "read locks acquired by optimistic spinning")               \
+  X(opt_wlock, "write locks acquired by optimistic spinning")              \
+  X(opt_fail, "optimistic spins that gave up")                             \
+  X(opt_nospin, "reader-owned spins that set NONSPINNABLE")                \
+  X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")   \
   X(wlock_handoff_timer, "queued writers woken by their handoff deadline")
 
 namespace rwsem {
@@ -40,7 +40,7 @@ enum class LockEvent : int {
 #define RWSEM_X(name, desc) name,
   RWSEM_LOCK_EVENT_LIST(RWSEM_X)
 #undef RWSEM_X
-  kCount
+      kCount
 };
 
 inline constexpr bool kLockEventsEnabled =
@@ -52,9 +52,7 @@ inline constexpr bool kLockEventsEnabled =
 
 struct LockEventSnapshot {
   std::array<std::uint64_t, static_cast<int>(LockEvent::kCount)> counts{};
-  std::uint64_t operator[](LockEvent e) const {
-    return counts[static_cast<int>(e)];
-  }
+  std::uint64_t operator[](LockEvent e) const { return counts[static_cast<int>(e)]; }
   // Counts since `earlier`.
   LockEventSnapshot operator-(const LockEventSnapshot& earlier) const;
 };
@@ -71,8 +69,7 @@ void lock_event_add(LockEvent e, std::uint64_t n);
 }  // namespace rwsem
 
 #if defined(RWSEM_LOCK_EVENTS)
-#define RWSEM_EVENT_ADD(name, n) \
-  ::rwsem::internal::lock_event_add(::rwsem::LockEvent::name, (n))
+#define RWSEM_EVENT_ADD(name, n) ::rwsem::internal::lock_event_add(::rwsem::LockEvent::name, (n))
 #else
 #define RWSEM_EVENT_ADD(name, n) \
   do {                           \

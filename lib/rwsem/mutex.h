@@ -61,12 +61,12 @@
 #include "arch/futex.h"
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/deadline.h"
+#include "lib/rwsem/internal/osq.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_annotations.h"
 #include "lib/rwsem/internal/thread_record.h"
 #include "lib/rwsem/internal/wait_lock.h"
-#include "lib/rwsem/internal/osq.h"
 
 namespace rwsem {
 
@@ -167,12 +167,11 @@ class BasicMutex {
   static std::string describe_word(Word w) {
     std::string s;
     internal::append_format(&s, "%s 0x%llx owner=", kName, static_cast<unsigned long long>(w));
-    if (L::owner_bits(w) == 0)
-      s += "none";
+    if (L::owner_bits(w) == 0) s += "none";
     else
-      internal::append_format(&s, "tid %u",
-                              static_cast<unsigned>(
-                                  reinterpret_cast<const Record*>(L::owner_bits(w))->tid));
+      internal::append_format(
+          &s, "tid %u",
+          static_cast<unsigned>(reinterpret_cast<const Record*>(L::owner_bits(w))->tid));
     if (L::has_waiters(w)) s += " waiters";
     if (L::has_handoff(w)) s += " handoff";
     if (L::has_pickup(w)) s += " pickup";
@@ -374,8 +373,7 @@ class BasicMutex {
   // new first waiter instead of leaving it asleep beside a free lock.
   bool give_up(Waiter& node, Word self) {
     wait_lock_.lock();
-    if (L::owner_bits(owner_.load(std::memory_order_relaxed)) == self &&
-        try_acquire(self, false)) {
+    if (L::owner_bits(owner_.load(std::memory_order_relaxed)) == self && try_acquire(self, false)) {
       wait_lock_.unlock();
       return false;
     }
@@ -433,7 +431,8 @@ class BasicMutex {
   void enqueue(Waiter& n) RWSEM_REQUIRES(wait_lock_) {
     wait_lock_.assert_held();
     n.prev = tail_;
-    if (tail_ != nullptr) tail_->next = &n; else head_ = &n;
+    if (tail_ != nullptr) tail_->next = &n;
+    else head_ = &n;
     tail_ = &n;
     first_.store(head_, std::memory_order_relaxed);
   }

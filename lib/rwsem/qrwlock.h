@@ -71,15 +71,14 @@ namespace rwsem {
 struct QRwLockLayout {
   using Word = std::uint32_t;
   static constexpr const char* kName = "qrwlock";
-  static constexpr Word kWriterLocked = 0xff;          // the whole writer byte
+  static constexpr Word kWriterLocked = 0xff;  // the whole writer byte
   static constexpr Word kWriterWaiting = Word{1} << 8;
   static constexpr Word kWriterMask = kWriterLocked | kWriterWaiting;
   static constexpr int kReaderShift = 9;
   static constexpr Word kReaderBias = Word{1} << kReaderShift;
   static constexpr Word kReaderMask = ~kWriterMask;
   // Offset, in bytes from the start of the word, of bits 0-7.
-  static constexpr std::size_t kWriterByteOffset =
-      arch::kTarget.big_endian ? sizeof(Word) - 1 : 0;
+  static constexpr std::size_t kWriterByteOffset = arch::kTarget.big_endian ? sizeof(Word) - 1 : 0;
 
   static constexpr Word readers(Word w) { return w >> kReaderShift; }
   static constexpr bool write_locked(Word w) { return (w & kWriterLocked) != 0; }
@@ -142,8 +141,7 @@ class BasicQRwLock {
     if (cnts_.load(std::memory_order_relaxed) != 0) return false;
     // acquire pairs with unlock_shared()'s release fetch_sub and with the
     // writer-byte release store of the previous writer.
-    return cnts_.compare_exchange_strong(expected, L::kWriterLocked,
-                                         std::memory_order_acquire,
+    return cnts_.compare_exchange_strong(expected, L::kWriterLocked, std::memory_order_acquire,
                                          std::memory_order_relaxed);
   }
 
@@ -163,13 +161,13 @@ class BasicQRwLock {
 
   static std::string describe_word(Word c) {
     std::string s;
-    internal::append_format(&s, "%s 0x%llx readers=%llu writer=%s%s", kName,
-                            static_cast<unsigned long long>(c),
-                            static_cast<unsigned long long>(L::readers(c)),
-                            L::write_locked(c) ? "locked" : "none",
-                            L::writer_waiting(c) ? " waiting" : "");
+    internal::append_format(
+        &s, "%s 0x%llx readers=%llu writer=%s%s", kName, static_cast<unsigned long long>(c),
+        static_cast<unsigned long long>(L::readers(c)), L::write_locked(c) ? "locked" : "none",
+        L::writer_waiting(c) ? " waiting" : "");
     if (const Word stray = c & L::kWriterLocked; stray != 0 && stray != L::kWriterLocked)
-      internal::append_format(&s, " bad-writer-byte=0x%llx", static_cast<unsigned long long>(stray));
+      internal::append_format(&s, " bad-writer-byte=0x%llx",
+                              static_cast<unsigned long long>(stray));
     return s;
   }
 
@@ -195,8 +193,7 @@ class BasicQRwLock {
     cnts_.fetch_add(L::kReaderBias, std::memory_order_relaxed);
     internal::SpinWait<P> w;
     // acquire pairs with the writer-byte release store in unlock().
-    while (L::write_locked(cnts_.load(std::memory_order_acquire)))
-      w.once();
+    while (L::write_locked(cnts_.load(std::memory_order_acquire))) w.once();
     queue_.unlock();
   }
 

@@ -39,8 +39,7 @@ void set_default_handoff_timeout(std::chrono::nanoseconds timeout) {
 }
 
 std::chrono::nanoseconds default_handoff_timeout() {
-  return std::chrono::nanoseconds(
-      g_default_handoff_ns.load(std::memory_order_relaxed));
+  return std::chrono::nanoseconds(g_default_handoff_ns.load(std::memory_order_relaxed));
 }
 
 void set_default_spin_budget(std::chrono::nanoseconds budget) {
@@ -53,9 +52,7 @@ std::chrono::nanoseconds default_spin_budget() {
 
 namespace internal {
 
-std::int64_t default_spin_budget_ns() {
-  return g_default_spin_ns.load(std::memory_order_relaxed);
-}
+std::int64_t default_spin_budget_ns() { return g_default_spin_ns.load(std::memory_order_relaxed); }
 
 std::int64_t default_handoff_timeout_ns() {
   return g_default_handoff_ns.load(std::memory_order_relaxed);
@@ -104,9 +101,9 @@ class RecordPool {
     // A lock taken even later (another key's destructor) gets a fresh
     // record, returned in the next destructor round.
     if (pthread_key_create(&key_, [](void* r) {
-          t_current_record = nullptr;
-          pool().give_back(static_cast<ThreadRecord*>(r));
-        }) != 0) {
+      t_current_record = nullptr;
+      pool().give_back(static_cast<ThreadRecord*>(r));
+    }) != 0) {
       std::fprintf(stderr, "rwsem: pthread_key_create failed\n");
       std::abort();
     }
@@ -198,13 +195,11 @@ unsigned max_spinners() {
   return n;
 }
 
-void debug_fail(const char* what, const void* lock,
-                const std::string& decoded_state) {
+void debug_fail(const char* what, const void* lock, const std::string& decoded_state) {
   std::fprintf(stderr,
                "rwsem DEBUG: %s\n  lock:   %p\n  count:  %s\n  thread: tid %ld "
                "(owner id 0x%llx)\n",
-               what, lock, decoded_state.c_str(),
-               static_cast<long>(syscall(SYS_gettid)),
+               what, lock, decoded_state.c_str(), static_cast<long>(syscall(SYS_gettid)),
                static_cast<unsigned long long>(current_thread().owner_id));
   std::fflush(stderr);
   std::abort();

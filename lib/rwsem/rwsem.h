@@ -124,6 +124,7 @@
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/count_bits.h"
 #include "lib/rwsem/internal/deadline.h"
+#include "lib/rwsem/internal/osq.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/spin_wait.h"
@@ -132,7 +133,6 @@
 #include "lib/rwsem/internal/wait_lock.h"
 #include "lib/rwsem/internal/waiter.h"
 #include "lib/rwsem/lock_events.h"
-#include "lib/rwsem/internal/osq.h"
 
 #define RWSEM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RWSEM_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -151,13 +151,10 @@ std::string describe(typename L::Word c) {
   internal::append_format(&s, "%s 0x%0*llx readers=%llu", L::kName, B::kWordBits / 4,
                           static_cast<unsigned long long>(c),
                           static_cast<unsigned long long>(B::reader_count(c)));
-  if (!B::is_write_locked(c))
-    s += " writer=none";
+  if (!B::is_write_locked(c)) s += " writer=none";
   else if (L::kOwnerInCount)
-    internal::append_format(&s, " writer=0x%llx",
-                            static_cast<unsigned long long>(L::owner_id(c)));
-  else
-    s += " writer=locked";
+    internal::append_format(&s, " writer=0x%llx", static_cast<unsigned long long>(L::owner_id(c)));
+  else s += " writer=locked";
   if (B::has_waiters(c)) s += " waiters";
   if (B::has_handoff(c)) s += " handoff";
   if (B::is_read_fail(c)) s += " readfail";
@@ -170,8 +167,7 @@ std::string describe(typename L::Word c) {
 namespace internal {
 
 [[noreturn, gnu::cold, gnu::noinline]] inline void refuse_owner_id(const char* layout) {
-  debug_fail("this thread's owner id does not fit the count layout", nullptr,
-             std::string(layout));
+  debug_fail("this thread's owner id does not fit the count layout", nullptr, std::string(layout));
 }
 
 // The calling thread's write-lock word for layout L on platform P. The
@@ -236,8 +232,7 @@ class BasicRwSemaphore {
     if (opts.handoff_timeout.count() >= 0)
       config_ = (config_ & ~kHandoffField) | us(opts.handoff_timeout, kHandoffField - 1);
     if (opts.spin_budget.count() >= 0)
-      config_ = (config_ & kHandoffField) |
-                us(opts.spin_budget, kSpinDefault - 1) << kSpinShift;
+      config_ = (config_ & kHandoffField) | us(opts.spin_budget, kSpinDefault - 1) << kSpinShift;
   }
   // Destroying an unlocked lock with no waiters is allowed even while the
   // thread that released it is still returning from up_read()/up_write()
@@ -246,8 +241,7 @@ class BasicRwSemaphore {
     wait_lock_.wait_until_unlocked();
     if (kDebugEnabled) {
       const Word c = count_.load(std::memory_order_relaxed);
-      if (c != 0 || !queue_.empty())
-        debug_fail("rwsem destroyed while locked or waited on", c);
+      if (c != 0 || !queue_.empty()) debug_fail("rwsem destroyed while locked or waited on", c);
     }
   }
   BasicRwSemaphore(const BasicRwSemaphore&) = delete;
@@ -261,8 +255,7 @@ class BasicRwSemaphore {
     Word c = count_.load(std::memory_order_relaxed);
     while (!B::read_fails(c)) {
       // acquire pairs with the release of the last unlock.
-      if (count_.compare_exchange_weak(c, c + B::kReaderBias,
-                                       std::memory_order_acquire,
+      if (count_.compare_exchange_weak(c, c + B::kReaderBias, std::memory_order_acquire,
                                        std::memory_order_relaxed))
         return true;
     }
@@ -315,8 +308,7 @@ class BasicRwSemaphore {
       // the release on (see "Lifetime" at the top).
       if (RWSEM_UNLIKELY(B::has_waiters(c))) return up_write_slow();
       // release pairs with the acquire of the next locker (or of mark_wake()).
-      if (RWSEM_LIKELY(count_.compare_exchange_weak(c, c - released_writer_word(c),
-                                                    kUpWriteOrder,
+      if (RWSEM_LIKELY(count_.compare_exchange_weak(c, c - released_writer_word(c), kUpWriteOrder,
                                                     std::memory_order_relaxed)))
         break;
     }
@@ -352,8 +344,7 @@ class BasicRwSemaphore {
   }
   template <class Clock, class Duration>
   [[nodiscard]] bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return internal::until<Platform>(t,
-                                     [this](std::int64_t d) { return down_write_until_ns(d); });
+    return internal::until<Platform>(t, [this](std::int64_t d) { return down_write_until_ns(d); });
   }
 
   void lock_shared() { down_read(); }
@@ -365,8 +356,7 @@ class BasicRwSemaphore {
   }
   template <class Clock, class Duration>
   [[nodiscard]] bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration>& t) {
-    return internal::until<Platform>(t,
-                                     [this](std::int64_t d) { return down_read_until_ns(d); });
+    return internal::until<Platform>(t, [this](std::int64_t d) { return down_read_until_ns(d); });
   }
 
   // ---- observation ---------------------------------------------------------
@@ -375,9 +365,7 @@ class BasicRwSemaphore {
   Word count() const { return count_.load(std::memory_order_relaxed); }
   std::string describe() const { return rwsem::describe<Layout>(count()); }
   // Owner id of the writer, or 0 (a racy hint).
-  std::uint64_t owner_id() const {
-    return owner_of(count());
-  }
+  std::uint64_t owner_id() const { return owner_of(count()); }
 
   struct WaiterInfo {
     bool reader;
@@ -397,8 +385,7 @@ class BasicRwSemaphore {
     }
     const std::int64_t now = Platform::handoff_now_ns();
     for (Waiter* w = queue_.first(); w != nullptr; w = queue_.after(w))
-      out->push_back({w->is_reader(), w->thread->tid, now - w->enqueued_ns,
-                      w->handoff_set,
+      out->push_back({w->is_reader(), w->thread->tid, now - w->enqueued_ns, w->handoff_set,
                       w->state.load(std::memory_order_relaxed) == internal::kWaiting});
     wait_lock_.unlock();
     return true;
@@ -447,13 +434,11 @@ class BasicRwSemaphore {
 
   std::int64_t handoff_timeout_ns() const {
     const std::uint32_t us = config_ & kHandoffField;
-    return us == kHandoffField ? internal::default_handoff_timeout_ns()
-                               : std::int64_t{us} * 1000;
+    return us == kHandoffField ? internal::default_handoff_timeout_ns() : std::int64_t{us} * 1000;
   }
   std::int64_t spin_budget_ns() const {
     const std::uint32_t us = config_ >> kSpinShift;
-    return us == kSpinDefault ? internal::default_spin_budget_ns()
-                              : std::int64_t{us} * 1000;
+    return us == kSpinDefault ? internal::default_spin_budget_ns() : std::int64_t{us} * 1000;
   }
 
   // The fast paths. Without a deadline (kNoDeadline) the slow paths cannot
@@ -486,8 +471,7 @@ class BasicRwSemaphore {
     Word c = count_.load(std::memory_order_relaxed);
     while (!B::is_locked(c) && !B::has_handoff(c)) {
       // acquire pairs with the release of the last unlock (kWriteLockOrder).
-      if (count_.compare_exchange_weak(c, c + w, kWriteLockOrder,
-                                       std::memory_order_relaxed))
+      if (count_.compare_exchange_weak(c, c + w, kWriteLockOrder, std::memory_order_relaxed))
         return true;
     }
     return false;
@@ -500,8 +484,7 @@ class BasicRwSemaphore {
     Word c = count_.load(std::memory_order_relaxed);
     while (!B::is_write_locked(c) && !B::has_handoff(c) && !B::is_read_fail(c)) {
       // acquire pairs with the release of the last unlock.
-      if (count_.compare_exchange_weak(c, c + B::kReaderBias,
-                                       std::memory_order_acquire,
+      if (count_.compare_exchange_weak(c, c + B::kReaderBias, std::memory_order_acquire,
                                        std::memory_order_relaxed))
         return true;
     }
@@ -520,9 +503,7 @@ class BasicRwSemaphore {
   // The writer word the owner added: read from the count, so that a release
   // by another thread subtracts the owner's id, not the caller's. Exact:
   // nothing changes the writer bits while the write lock is held.
-  static Word released_writer_word(Word c) {
-    return c & Layout::kWriterMask;
-  }
+  static Word released_writer_word(Word c) { return c & Layout::kWriterMask; }
 
   // up_read() of the last reader with waiters queued.
   [[gnu::noinline, gnu::cold]] void up_read_slow() {
@@ -589,8 +570,7 @@ class BasicRwSemaphore {
         // A writer stole the lock. If the first waiter has waited long
         // enough, start a reader handoff (invariant H: we hold the wait lock,
         // and HANDOFF is clear in `old`, so adding it cannot double it).
-        if (!B::has_handoff(old) &&
-            Platform::handoff_now_ns() > first->handoff_deadline_ns) {
+        if (!B::has_handoff(old) && Platform::handoff_now_ns() > first->handoff_deadline_ns) {
           adjustment -= Layout::kHandoff;
           first->handoff_set = true;
           RWSEM_EVENT_INC(rlock_handoff);
@@ -620,8 +600,7 @@ class BasicRwSemaphore {
     adjustment = static_cast<Word>(Word(woken) * B::kReaderBias - adjustment);
     if (queue_.empty()) adjustment -= Layout::kWaiters;
     // The first waiter was granted; if it owned HANDOFF, clear it (H).
-    if (B::has_handoff(count_.load(std::memory_order_relaxed)))
-      adjustment -= Layout::kHandoff;
+    if (B::has_handoff(count_.load(std::memory_order_relaxed))) adjustment -= Layout::kHandoff;
     // relaxed: the granted readers synchronise through the hand-over.
     if (adjustment != 0) count_.fetch_add(adjustment, std::memory_order_relaxed);
     // Now grant: a granted reader may return and up_read() at once, so its
@@ -646,9 +625,7 @@ class BasicRwSemaphore {
       if (has_handoff && &self != first) return false;
       next = c;
       if (B::is_locked(c)) {
-        if (has_handoff ||
-            (!self.rt &&
-             Platform::handoff_now_ns() <= self.handoff_deadline_ns))
+        if (has_handoff || (!self.rt && Platform::handoff_now_ns() <= self.handoff_deadline_ns))
           return false;
         // Waited long enough (or real-time): claim the lock for the first
         // waiter. Our deadline has passed, so the first waiter's has too.
@@ -659,8 +636,7 @@ class BasicRwSemaphore {
       }
       // acquire pairs with the release of the unlock that freed the lock
       // (kWriteLockOrder).
-    } while (!count_.compare_exchange_weak(c, next, kWriteLockOrder,
-                                           std::memory_order_relaxed));
+    } while (!count_.compare_exchange_weak(c, next, kWriteLockOrder, std::memory_order_relaxed));
     if (B::has_handoff(next)) {
       first->handoff_set = true;
       RWSEM_EVENT_INC(wlock_handoff);
@@ -683,8 +659,7 @@ class BasicRwSemaphore {
     }
     if (!was_first) return;
     if (self.handoff_set)  // relaxed: flag bookkeeping under the wait lock (H)
-      count_.fetch_and(static_cast<Word>(~Layout::kHandoff),
-                       std::memory_order_relaxed);
+      count_.fetch_and(static_cast<Word>(~Layout::kHandoff), std::memory_order_relaxed);
     // The new front of the queue may be able to run now (a reader behind a
     // writer that gave up on a reader-owned lock, or anyone on a free lock).
     mark_wake(WakeType::kAny, wakes);
@@ -707,9 +682,7 @@ class BasicRwSemaphore {
   };
   static constexpr int kOwnerSpinnable = kOwnerNull | kOwnerWriter | kOwnerReader;
 
-  bool spinning_enabled() const {
-    return kSpinCompiledIn && spin_budget_ns() > 0;
-  }
+  bool spinning_enabled() const { return kSpinCompiledIn && spin_budget_ns() > 0; }
 
   // rwsem_can_spin_on_owner(): is spinning worth starting at all?
   bool can_spin_on_owner() const {
@@ -750,8 +723,7 @@ class BasicRwSemaphore {
         if (stop_spinning_for_handoff(c)) return kOwnerNonSpinnable;
         if (owner != nullptr && owner->parked.load(std::memory_order_relaxed))
           return kOwnerNonSpinnable;
-        if ((i & 15) == 0 && Platform::now_ns() > budget_end)
-          return kOwnerNonSpinnable;
+        if ((i & 15) == 0 && Platform::now_ns() > budget_end) return kOwnerNonSpinnable;
         backoff.pause();
         c = count_.load(kOwnerLoadOrder);
         if (!B::is_write_locked(c) || owner_of(c) != id) break;
@@ -771,8 +743,7 @@ class BasicRwSemaphore {
     const Word c = count_.load(std::memory_order_relaxed);
     std::int64_t readers = static_cast<std::int64_t>(B::reader_count(c));
     if (readers > 30) readers = 30;
-    return Platform::now_ns() +
-           (B::has_waiters(c) ? 10000 + readers * 500 : 25000);
+    return Platform::now_ns() + (B::has_waiters(c) ? 10000 + readers * 500 : 25000);
   }
 
   // May a reader that is not queued join the readers in `c`?
@@ -826,8 +797,7 @@ class BasicRwSemaphore {
       if (taken) break;
       // A reader never waits on a reader-owned lock with waiters queued
       // (reader_may_join()): it queues behind them instead.
-      if (!wlock && state == kOwnerReader &&
-          B::has_waiters(count_.load(std::memory_order_relaxed)))
+      if (!wlock && state == kOwnerReader && B::has_waiters(count_.load(std::memory_order_relaxed)))
         break;
       if (wlock && state == kOwnerReader) {
         if (prev != kOwnerReader) {
@@ -851,7 +821,8 @@ class BasicRwSemaphore {
     }
     osq_.unlock(Platform::current_thread().osq);
     if (taken) {
-      if (wlock) RWSEM_EVENT_INC(opt_wlock); else RWSEM_EVENT_INC(opt_rlock);
+      if (wlock) RWSEM_EVENT_INC(opt_wlock);
+      else RWSEM_EVENT_INC(opt_rlock);
     } else {
       RWSEM_EVENT_INC(opt_fail);
     }
@@ -915,8 +886,7 @@ class BasicRwSemaphore {
       // relaxed: either an unlock's RMW comes after this in the count's
       // order and sees WAITERS (and then waits for our wait lock), or it
       // comes before and we see the lock free below.
-      c = count_.fetch_or(Layout::kWaiters, std::memory_order_relaxed) |
-          Layout::kWaiters;
+      c = count_.fetch_or(Layout::kWaiters, std::memory_order_relaxed) | Layout::kWaiters;
     } else {
       c = count_.load(std::memory_order_relaxed);
     }
@@ -967,8 +937,7 @@ class BasicRwSemaphore {
       return false;
     }
 
-    Waiter self(WaiterType::kWriter, Platform::handoff_now_ns(),
-                handoff_timeout_ns());
+    Waiter self(WaiterType::kWriter, Platform::handoff_now_ns(), handoff_timeout_ns());
     self.rt = Platform::current_thread_is_realtime();
     WakeList wakes;
     wait_lock_.lock();
@@ -1087,8 +1056,7 @@ class BasicRwSemaphore {
 
   void set_owner() {
     if constexpr (Layout::kOwnerInCount) {
-      if (owner_.load(std::memory_order_relaxed) != 0)
-        owner_.store(0, std::memory_order_relaxed);
+      if (owner_.load(std::memory_order_relaxed) != 0) owner_.store(0, std::memory_order_relaxed);
     } else {
       // release (kOwnerStoreOrder): publishes our initialised thread record
       // to spinners, which load owner_ with kOwnerLoadOrder (thread_record.h,

@@ -32,9 +32,7 @@ class FakeHandoffClock {
 
   // relaxed: the clock orders nothing; waiters read it under the wait lock.
   std::int64_t now_ns() const { return now_.load(std::memory_order_relaxed); }
-  void advance(std::chrono::nanoseconds d) {
-    now_.fetch_add(d.count(), std::memory_order_relaxed);
-  }
+  void advance(std::chrono::nanoseconds d) { now_.fetch_add(d.count(), std::memory_order_relaxed); }
 
  private:
   std::atomic<std::int64_t> now_;
@@ -67,9 +65,8 @@ struct Peer {
                          std::memory_order_acq_rel);
       return;
     }
-    const W old = s.count_.fetch_sub(
-        static_cast<W>(static_cast<W>(-n) * Bits::kReaderBias),
-        std::memory_order_acq_rel);
+    const W old = s.count_.fetch_sub(static_cast<W>(static_cast<W>(-n) * Bits::kReaderBias),
+                                     std::memory_order_acq_rel);
     if (Bits::needs_wake_after_reader_exit(
             static_cast<W>(old - static_cast<W>(-n) * Bits::kReaderBias)))
       s.wake();
@@ -99,8 +96,7 @@ struct Peer {
   // holds it: how a test shows that debug builds check the requirement at
   // run time (the static analysis is switched off for this one call).
   template <class L, class P>
-  static bool try_read_lock_unqueued(BasicRwSemaphore<L, P>& s)
-      RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+  static bool try_read_lock_unqueued(BasicRwSemaphore<L, P>& s) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     return s.try_read_lock_unqueued();
   }
   template <class L, class P>
@@ -132,8 +128,8 @@ struct MutexPeer {
   template <class P>
   static bool first_waiter_parked(BasicMutex<P>& m) {
     m.wait_lock_.lock();
-    const bool parked = m.head_ != nullptr &&
-                        m.head_->thread->parked.load(std::memory_order_relaxed);
+    const bool parked =
+        m.head_ != nullptr && m.head_->thread->parked.load(std::memory_order_relaxed);
     m.wait_lock_.unlock();
     return parked;
   }

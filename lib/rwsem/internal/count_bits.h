@@ -24,8 +24,7 @@ struct CountBits {
   // the reader count, reached when the count would need one bit too many.
   static constexpr Word kReaderMask = static_cast<Word>(~(kReaderBias - 1));
   static constexpr Word kLockMask = L::kWriterMask | kReaderMask;
-  static constexpr Word kReadFailedMask =
-      L::kWriterMask | L::kWaiters | L::kHandoff | L::kReadFail;
+  static constexpr Word kReadFailedMask = L::kWriterMask | L::kWaiters | L::kHandoff | L::kReadFail;
   // Readers that can hold the lock at once: the reader that brings the count
   // to this many sets READFAIL, and every later reader sleeps until all
   // readers have left.
@@ -33,16 +32,13 @@ struct CountBits {
 
   static_assert(L::kReadFail == Word{1} << (kWordBits - 1),
                 "READFAIL must be the sign bit of the count");
-  static_assert((L::kWriterMask & L::kWaiters) == 0 &&
-                    (L::kWriterMask & L::kHandoff) == 0 &&
+  static_assert((L::kWriterMask & L::kWaiters) == 0 && (L::kWriterMask & L::kHandoff) == 0 &&
                     (L::kWaiters & L::kHandoff) == 0,
                 "flag bits must be disjoint");
-  static_assert(((L::kWriterMask | L::kWaiters | L::kHandoff |
-                  L::kReservedMask) &
-                 kReaderMask) == 0,
+  static_assert(((L::kWriterMask | L::kWaiters | L::kHandoff | L::kReservedMask) & kReaderMask) ==
+                    0,
                 "flags must lie below the reader count");
-  static_assert((L::kWriterMask | L::kWaiters | L::kHandoff |
-                 L::kReservedMask | kReaderMask) ==
+  static_assert((L::kWriterMask | L::kWaiters | L::kHandoff | L::kReservedMask | kReaderMask) ==
                     std::numeric_limits<Word>::max(),
                 "the layout must account for every bit of the word");
 

@@ -88,8 +88,7 @@ class SpinQueue {
     for (;;) {
       OsqNode* expect = &node;
       if (prev->next.load(std::memory_order_relaxed) == &node &&
-          prev->next.compare_exchange_strong(expect, nullptr,
-                                             std::memory_order_acq_rel,
+          prev->next.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel,
                                              std::memory_order_relaxed))
         break;
       // The predecessor is handing us the lock (or has changed): re-check.
@@ -117,8 +116,7 @@ class SpinQueue {
     OsqNode* next = node.next.exchange(nullptr, std::memory_order_acquire);
     if (next == nullptr) next = wait_next(node, nullptr);
     // release pairs with the acquire load of `locked` in lock().
-    if (next != nullptr)
-      next->locked.store(true, kHandoverOrder);
+    if (next != nullptr) next->locked.store(true, kHandoverOrder);
   }
 
   bool is_locked() const { return tail_.load(std::memory_order_relaxed) != nullptr; }

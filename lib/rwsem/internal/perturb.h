@@ -39,16 +39,13 @@ inline void perturb_slow() {
   x ^= x >> 7;
   x ^= x << 17;
   switch (x & 7) {
-    case 0:
-      sched_yield();
-      break;
+    case 0: sched_yield(); break;
     case 1: {
       const struct timespec ts = {0, static_cast<long>(1000 + (x >> 8) % 20000)};
       nanosleep(&ts, nullptr);
       break;
     }
-    default:
-      break;
+    default: break;
   }
 }
 

@@ -106,15 +106,9 @@ struct NativePlatform {
     static_assert(sizeof(Atomic<W>) == sizeof(W), "the byte is addressed inside the word");
     std::uint8_t* const byte = reinterpret_cast<std::uint8_t*>(word) + offset;
     switch (mo) {
-      case std::memory_order_relaxed:
-        __atomic_store_n(byte, v, __ATOMIC_RELAXED);
-        break;
-      case std::memory_order_release:
-        __atomic_store_n(byte, v, __ATOMIC_RELEASE);
-        break;
-      default:
-        __atomic_store_n(byte, v, __ATOMIC_SEQ_CST);
-        break;
+      case std::memory_order_relaxed: __atomic_store_n(byte, v, __ATOMIC_RELAXED); break;
+      case std::memory_order_release: __atomic_store_n(byte, v, __ATOMIC_RELEASE); break;
+      default: __atomic_store_n(byte, v, __ATOMIC_SEQ_CST); break;
     }
   }
 };

@@ -37,8 +37,7 @@ unsigned max_spinners();
 
 // Debug mode (DEBUG_RWSEMS): prints what went wrong, where, and who did it,
 // then aborts.
-[[noreturn]] void debug_fail(const char* what, const void* lock,
-                             const std::string& decoded_state);
+[[noreturn]] void debug_fail(const char* what, const void* lock, const std::string& decoded_state);
 
 // Appends printf-style text to *out: how the locks' describe() decode their
 // words without pulling iostreams into the lock headers.

@@ -68,8 +68,7 @@ struct alignas(64) BasicThreadRecord {
 // The record an owner id names. Round-trips with BasicThreadRecord::owner_id.
 template <class P>
 inline BasicThreadRecord<P>* thread_from_owner_id(std::uint64_t id) {
-  return reinterpret_cast<BasicThreadRecord<P>*>(
-      static_cast<std::uintptr_t>(id << kOwnerIdShift));
+  return reinterpret_cast<BasicThreadRecord<P>*>(static_cast<std::uintptr_t>(id << kOwnerIdShift));
 }
 
 // Marks the calling thread parked for the lifetime of the guard.

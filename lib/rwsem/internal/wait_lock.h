@@ -55,8 +55,7 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   void unlock() RWSEM_RELEASE() RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     note_holder(false);
     // release pairs with the acquire in lock()/try_lock()/lock_slow().
-    if (word_.exchange(kFree, std::memory_order_release) == kContended)
-      P::futex_wake(&word_, 1);
+    if (word_.exchange(kFree, std::memory_order_release) == kContended) P::futex_wake(&word_, 1);
     P::perturb();  // corpus builds only: whoever waited for the queue runs now
   }
 

@@ -103,9 +103,7 @@ class WaitQueue {
   Waiter* first() const { return first_; }
   bool is_singular() const { return first_ != nullptr && first_->next == first_; }
   // The waiter after w, or nullptr at the end of the queue.
-  Waiter* after(const Waiter* w) const {
-    return w->next == first_ ? nullptr : w->next;
-  }
+  Waiter* after(const Waiter* w) const { return w->next == first_ ? nullptr : w->next; }
 
   void push_back(Waiter* w) {
     if (first_ == nullptr) {
