@@ -70,8 +70,11 @@ std::int64_t handoff_clock_now() {
 
 bool set_handoff_clock_override(const std::atomic<std::int64_t>* clock) {
   if (clock == nullptr) {
-    // release: as below (nothing to publish, but the order is symmetric).
-    g_clock_override.store(nullptr, std::memory_order_release);
+    // relaxed: a reader that sees nullptr dereferences nothing, so there is
+    // nothing to publish. The override's owner removes it only after every
+    // thread that locks has stopped (FakeHandoffClock's contract), so no
+    // reader still holds the old pointer.
+    g_clock_override.store(nullptr, std::memory_order_relaxed);
     return true;
   }
   const std::atomic<std::int64_t>* expected = nullptr;
