@@ -147,7 +147,31 @@ TYPED_TEST(ReaderStream, WriterBoundSpinOff) { TestFixture::run(0us); }
 // Writers hammer the lock (short sections, or ~100 us busy sections); one
 // reader asks for read locks back to back for a window and measures each
 // wait. Bound: handoff timeout + (writers that may be ahead + 1) x the
-// longest write section + slack. Also prints reader vs writer throughput.
+// longest write hold + slack. Also prints reader vs writer throughput.
+//
+// A writer blocks the reader from the moment it is ahead of it, which can
+// be before its section starts: the queued rwlock's head writer holds the
+// queue in its slow path, and any writer may be preempted inside lock()
+// right after it took the lock. The reader then waits as long as that
+// writer is off the CPU, and the writer's section does not show it. Seen on
+// 2 cores with other processes yielding in a loop: a reader waited 131 ms
+// for the writer byte while the longest write section was 0.39 ms; that
+// writer's lock() call to its unlock() took 136 ms. So a write hold is
+// measured from the later of the writer's lock() call and the start of the
+// reader's current wait, up to the writer's unlock(), for every section
+// that ends while the reader waits, and never less than the section.
+//
+// What still fails: writers that overtake the waiting reader again and
+// again (each hold is then one quick acquisition plus a section), and a
+// reader that is not woken while the lock is free. What this bound excuses:
+// a writer that is slow inside lock() while the reader waits behind it, for
+// whatever reason, including a lost wake-up of that writer; the missed
+// wake-up checks of the corpus cover those.
+//
+// The reader's own preemption is the scheduler's, not the lock's: each wait
+// is measured without the reader's run-queue delay (RunQueueDelay). In the
+// same runs the reader spent up to 38 ms of one wait runnable but without a
+// CPU.
 template <class T>
 class WriterStream : public ::testing::Test {
  protected:
@@ -177,17 +201,27 @@ class WriterStream : public ::testing::Test {
     const auto attempt_limit = scaled(2s);
     const auto window = scaled(300ms);
     std::atomic<bool> stop{false};
-    std::atomic<std::int64_t> longest_cs_ns{0};
+    std::atomic<std::int64_t> longest_cs_ns{0}, longest_hold_ns{0};
+    // When the reader's current wait began (Clock ticks); 0 while it is not
+    // waiting.
+    std::atomic<std::int64_t> reader_waiting_since{0};
     std::atomic<std::uint64_t> writes{0};
     ThreadGroup hammers;
     ASSERT_TRUE(hammers.spawn_n(writers, [&](int) {
       while (!stop.load(std::memory_order_relaxed)) {
+        const auto asked = Clock::now();
         sem.lock();
         const auto t0 = Clock::now();
         if (cs.count() > 0) busy_for(cs);
         else
           for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
-        update_max(longest_cs_ns, (Clock::now() - t0).count());
+        const auto t1 = Clock::now();
+        update_max(longest_cs_ns, (t1 - t0).count());
+        const std::int64_t since = reader_waiting_since.load();
+        const std::int64_t from = std::max(asked.time_since_epoch().count(), since);
+        const std::int64_t section = (t1 - t0).count();
+        update_max(longest_hold_ns,
+                   since != 0 ? std::max(section, t1.time_since_epoch().count() - from) : section);
         sem.unlock();
         writes.fetch_add(1, std::memory_order_relaxed);
       }
@@ -195,17 +229,29 @@ class WriterStream : public ::testing::Test {
     ASSERT_TRUE(eventually(sem, [&] { return writes.load() > 100; }, "writers running"));
 
     std::atomic<bool> reader_done{false};
-    std::chrono::nanoseconds worst{0};
+    // The reader's worst wait with its own run-queue delay taken out, and
+    // that delay.
+    std::chrono::nanoseconds worst{0}, worst_off_cpu{0};
+    bool rq_ok = false;
     std::uint64_t reads = 0, writes_in_window = 0;
     int timeouts = 0;
     ThreadGroup reader;
     reader.spawn([&] {
+      const RunQueueDelay rq;
+      rq_ok = rq.ok();
       const std::uint64_t w0 = writes.load();
       const auto end = Clock::now() + window;
       while (Clock::now() < end) {
+        const auto rq0 = rq.now();
         const auto t0 = Clock::now();
+        reader_waiting_since = t0.time_since_epoch().count();
         const bool ok = read_lock_for(sem, attempt_limit);
-        worst = std::max<std::chrono::nanoseconds>(worst, Clock::now() - t0);
+        reader_waiting_since = 0;
+        const std::chrono::nanoseconds wall = Clock::now() - t0, off_cpu = rq.now() - rq0;
+        if (wall - off_cpu > worst) {
+          worst = wall - off_cpu;
+          worst_off_cpu = off_cpu;
+        }
         if (!ok) {
           ++timeouts;
           break;
@@ -221,18 +267,21 @@ class WriterStream : public ::testing::Test {
     reader.join();
     hammers.join();
     ASSERT_TRUE(finished);
-    const std::chrono::nanoseconds longest(longest_cs_ns.load());
-    const auto bound = std::chrono::nanoseconds(kHandoff) + longest * (writers + 1) + slack;
+    const std::chrono::nanoseconds longest(longest_cs_ns.load()), hold(longest_hold_ns.load());
+    const auto bound = std::chrono::nanoseconds(kHandoff) + hold * (writers + 1) + slack;
     std::printf(
-        "  [%s spin=%s cs=%s writers=%d] writer stream: reader worst wait %.2f ms, "
-        "%d timed out; bound %.1f ms = handoff %.0f + %d x longest write section "
-        "%.3f + slack %.0f; in %.0f ms: reads %llu, writes %llu\n",
-        T::kName, spin ? "on" : "off", cs.count() ? "100us" : "short", writers, ms(worst), timeouts,
-        ms(bound), ms(kHandoff), writers + 1, ms(longest), ms(slack), ms(window),
+        "  [%s spin=%s cs=%s writers=%d] writer stream: reader worst wait %.2f ms "
+        "(+ %.2f ms waiting for a CPU%s), %d timed out; bound %.1f ms = handoff %.0f + %d x "
+        "longest write hold %.3f (section %.3f) + slack %.0f; in %.0f ms: reads %llu, "
+        "writes %llu\n",
+        T::kName, spin ? "on" : "off", cs.count() ? "100us" : "short", writers, ms(worst),
+        ms(worst_off_cpu), rq_ok ? "" : ": no schedstat, not measured", timeouts, ms(bound),
+        ms(kHandoff), writers + 1, ms(hold), ms(longest), ms(slack), ms(window),
         static_cast<unsigned long long>(reads), static_cast<unsigned long long>(writes_in_window));
     EXPECT_EQ(timeouts, 0) << "the reader's attempt expired: writers starved it";
     EXPECT_LE(worst.count(), bound.count())
-        << "reader waited " << ms(worst) << " ms, bound " << ms(bound) << " ms";
+        << "reader waited " << ms(worst) << " ms (not counting " << ms(worst_off_cpu)
+        << " ms in which it waited for a CPU), bound " << ms(bound) << " ms";
     EXPECT_GT(reads, 0u) << "the reader never got in";
     EXPECT_EQ(sem.count(), 0u) << "lock not clean: " << sem.describe();
   }

@@ -4,11 +4,14 @@
 #ifndef RWSEM_CONFORMANCE_LIVENESS_UTIL_H_
 #define RWSEM_CONFORMANCE_LIVENESS_UTIL_H_
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +58,39 @@ std::unique_ptr<T> make_lock_with(const rwsem::Options& o) {
 
 template <class T>
 inline constexpr bool kSpins = std::is_constructible_v<T, const rwsem::Options&>;
+
+// The calling thread's run-queue delay: the time it has spent runnable but
+// not running, waiting for a CPU (the second field of
+// /proc/thread-self/schedstat, in ns). A wait bound is about the lock, not
+// the scheduler: when other processes (tests run in parallel) take the CPUs,
+// a waiter that is preempted waits longer whatever the lock does, so the
+// stream tests subtract the waiter's own run-queue delay from each wait.
+// Under QEMU user mode the file is the host thread's, which is the guest
+// thread. Construct it on the thread it measures; ok() is false where the
+// kernel does not provide the file (then nothing is subtracted).
+class RunQueueDelay {
+ public:
+  RunQueueDelay() : fd_(open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) {}
+  ~RunQueueDelay() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RunQueueDelay(const RunQueueDelay&) = delete;
+  RunQueueDelay& operator=(const RunQueueDelay&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  std::chrono::nanoseconds now() const {
+    char buf[96];
+    if (fd_ < 0) return std::chrono::nanoseconds(0);
+    const ssize_t n = pread(fd_, buf, sizeof buf - 1, 0);
+    if (n <= 0) return std::chrono::nanoseconds(0);
+    buf[n] = '\0';
+    unsigned long long on_cpu = 0, waiting = 0;
+    if (std::sscanf(buf, "%llu %llu", &on_cpu, &waiting) != 2) return std::chrono::nanoseconds(0);
+    return std::chrono::nanoseconds(static_cast<std::int64_t>(waiting));
+  }
+
+ private:
+  int fd_;
+};
 
 // Runs the calling thread as SCHED_FIFO at `prio`; returns 0 or the error.
 inline int become_fifo(int prio = 1) {
