@@ -570,8 +570,17 @@ TEST(LifetimeMerged, ThreadLocalDtorLocksAfterRecordReturned) {
 // each type), fresh locks C, and two new threads that use B and C, then
 // _exit(0)s. Children report their progress in a shared page, so a hang
 // names its stage.
+//
+// The first two stages are written by fork handlers (pthread_atfork), which
+// a child runs in the order they were registered: one registered when this
+// binary is loaded, before the lock library registers its own (when the
+// first lock is used), and one registered after it. A child stuck before the
+// first has run no code of the lock library at all: it is inside fork()
+// itself (the C library or an emulator).
 enum ChildStage : int {
-  kStarted = 1,
+  kInForkHandlers = 1,
+  kForkHandlersDone,
+  kStarted,
   kMainUsedIdleLocks,
   kMainUsedFreshLocks,
   kSpawnedThreads,
@@ -579,7 +588,9 @@ enum ChildStage : int {
 };
 const char* stage_name(int s) {
   switch (s) {
-    case 0: return "before the child's first step";
+    case 0: return "inside fork(), before the child's fork handlers (no lock code has run in it)";
+    case kInForkHandlers: return "in the fork handlers (the lock library's among them)";
+    case kForkHandlersDone: return "returning from fork()";
     case kStarted: return "main thread using the idle locks B";
     case kMainUsedIdleLocks: return "main thread using fresh locks C";
     case kMainUsedFreshLocks: return "spawning two threads";
@@ -590,6 +601,18 @@ const char* stage_name(int s) {
   }
   return "?";
 }
+
+// A child's exit status when the fork handlers did not mark their stages.
+constexpr int kForkHandlersMissing = 3;
+
+// Where the children of LifetimeFork report their stage (nullptr outside it).
+volatile int* g_fork_stage = nullptr;
+
+// The first fork handler of every child: registered at load time, before
+// any lock exists (see ChildStage).
+[[maybe_unused]] const int g_fork_marker_registered = pthread_atfork(nullptr, nullptr, [] {
+  if (g_fork_stage != nullptr) *g_fork_stage = kInForkHandlers;
+});
 
 struct ForkLocks {
   rwsem::RwSemaphore rw;
@@ -613,6 +636,9 @@ struct ForkLocks {
 
 [[noreturn]] void fork_child(ForkLocks& b, volatile int* stage, unsigned alarm_s,
                              bool start_threads) {
+  // Both fork handlers ran, so a child that hangs at stage 0 really is
+  // stuck inside fork() (see ChildStage).
+  if (*stage != kForkHandlersDone) _exit(kForkHandlersMissing);
   alarm(alarm_s);  // the hang guard: SIGALRM's default action kills us
   *stage = kStarted;
   b.use(3);
@@ -654,7 +680,8 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
   // multi-threaded guest starts a thread ("qemu_plugin_vcpu_init_hook:
   // assertion failed"), so there the children use the locks from their
   // main thread only; native runs cover children that start threads.
-  const bool child_threads = std::getenv("RWSEM_UNDER_QEMU") == nullptr;
+  const bool under_qemu = std::getenv("RWSEM_UNDER_QEMU") != nullptr;
+  const bool child_threads = !under_qemu;
   if (!child_threads)
     std::printf(
         "[lifetime fork] under QEMU: children do not start threads (QEMU user mode "
@@ -673,10 +700,28 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
   void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(page, MAP_FAILED);
   volatile int* stage = static_cast<volatile int*>(page);
+  g_fork_stage = stage;
+  // The last fork handler: the lock library's is registered by now (B was
+  // used above).
+  static const int done_marker = pthread_atfork(nullptr, nullptr, [] {
+    if (g_fork_stage != nullptr) *g_fork_stage = kForkHandlersDone;
+  });
+  ASSERT_EQ(done_marker, 0);
+  ASSERT_EQ(g_fork_marker_registered, 0);
 
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> churns{0}, spawned{0};
   std::vector<std::string> failures;
+  // QEMU user mode (7.2) itself hangs, rarely, in the child of a
+  // multi-threaded fork: seen twice on aarch64 (once in a full ci/test run,
+  // once in 100 runs of this test beside a CPU load; 150 forks per run),
+  // both times before the child's first step. One such hang per run is
+  // reported and not counted, and the window is extended by the time it
+  // took, when the child provably ran no code of the lock library (stage 0:
+  // not even the first fork handler ran; every child checks that the
+  // handlers did run). A second one, any other stage, and any native hang
+  // fail.
+  int emulator_hangs = 0;
   int done = 0;
   {
     ThreadGroup bg;
@@ -710,7 +755,7 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
         spawned.fetch_add(1, std::memory_order_relaxed);
       }
     });
-    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(fork_window);
+    auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(fork_window);
     for (; done < forks && Clock::now() < end; ++done) {
       *stage = 0;
       std::this_thread::sleep_for(std::chrono::microseconds(mix(seed ^ done) % 300));
@@ -721,6 +766,7 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
         break;
       }
       int status = 0;
+      const auto forked = Clock::now();
       const bool reaped = wait_for([&] { return waitpid(pid, &status, WNOHANG) == pid; },
                                    std::chrono::seconds(alarm_s + 10));
       if (!reaped) {
@@ -734,19 +780,30 @@ TEST(LifetimeFork, ChildUsesIdleAndFreshLocks) {
       else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
         os << "hung (killed by SIGALRM after " << alarm_s << " s)";
       else if (WIFSIGNALED(status)) os << "killed by signal " << WTERMSIG(status);
+      else if (WEXITSTATUS(status) == kForkHandlersMissing)
+        os << "found that the fork handlers had not marked their stages";
       else os << "exited with " << WEXITSTATUS(status);
       os << " at stage " << *stage << ": " << stage_name(*stage);
+      if (under_qemu && !reaped && *stage == 0 && emulator_hangs == 0) {
+        ++emulator_hangs;
+        end += Clock::now() - forked;  // the window's forks still run
+        std::printf(
+            "[lifetime fork] NOT COUNTED (QEMU hang inside fork(), at most one per run): %s\n",
+            os.str().c_str());
+        continue;
+      }
       failures.push_back(os.str());
       if (failures.size() >= 5) break;  // enough to diagnose
     }
     stop.store(true);
     bg.join();
   }
+  g_fork_stage = nullptr;
   munmap(page, 4096);
   std::printf(
-      "[lifetime fork] seed=%llu forks=%d failed=%zu; parent churn on A %llu ops, "
-      "%llu short-lived threads\n",
-      static_cast<unsigned long long>(seed), done, failures.size(),
+      "[lifetime fork] seed=%llu forks=%d failed=%zu emulator hangs not counted=%d; parent "
+      "churn on A %llu ops, %llu short-lived threads\n",
+      static_cast<unsigned long long>(seed), done, failures.size(), emulator_hangs,
       static_cast<unsigned long long>(churns.load()),
       static_cast<unsigned long long>(spawned.load()));
   for (const auto& f : failures) std::printf("  %s\n", f.c_str());
