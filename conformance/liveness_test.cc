@@ -49,6 +49,12 @@ void update_max(std::atomic<std::int64_t>& m, std::int64_t v) {
 //   handoff timeout + the longest read section in progress + slack.
 // A lock whose readers keep joining a reader-owned lock while a writer waits
 // (spinning readers that ignore WAITERS) starves the writer instead.
+//
+// As in the writer stream below: a reader's hold counts from the later of
+// its lock_shared() call and the start of the writer's current wait (a
+// reader preempted inside the call, after it took the lock, delays the
+// writer as much as one in its section), and each of the writer's waits
+// leaves out its own run-queue delay.
 template <class T>
 class ReaderStream : public ::testing::Test {
  protected:
@@ -64,7 +70,10 @@ class ReaderStream : public ::testing::Test {
     const auto slack = scaled(500ms);
     const auto attempt_limit = scaled(2s);  // a write attempt that expires fails the bound
     std::atomic<bool> stop{false};
-    std::atomic<std::int64_t> longest_cs_ns{0};
+    std::atomic<std::int64_t> longest_hold_ns{0};
+    // When the writer's current wait began (Clock ticks); 0 while it is not
+    // waiting.
+    std::atomic<std::int64_t> writer_waiting_since{0};
     std::atomic<std::uint64_t> reads{0};
     ThreadGroup readers;
     ASSERT_TRUE(readers.spawn_n(kReaders, [&](int i) {
@@ -72,10 +81,16 @@ class ReaderStream : public ::testing::Test {
       std::uniform_int_distribution<int> cs_us(200, 2000);
       nap(std::chrono::microseconds(500 * i));  // staggered start
       while (!stop.load(std::memory_order_relaxed)) {
+        const auto asked = Clock::now();
         read_lock(sem);
         const auto t0 = Clock::now();
         nap(std::chrono::microseconds(cs_us(rng)));
-        update_max(longest_cs_ns, (Clock::now() - t0).count());
+        const auto t1 = Clock::now();
+        const std::int64_t section = (t1 - t0).count();
+        const std::int64_t since = writer_waiting_since.load();
+        const std::int64_t from = std::max(asked.time_since_epoch().count(), since);
+        update_max(longest_hold_ns,
+                   since != 0 ? std::max(section, t1.time_since_epoch().count() - from) : section);
         read_unlock(sem);
         reads.fetch_add(1, std::memory_order_relaxed);
       }
@@ -88,18 +103,29 @@ class ReaderStream : public ::testing::Test {
     const auto ahead = kShared<T> ? 1 : kReaders + 1;
     const auto bound_now = [&] {
       return std::chrono::nanoseconds(kHandoff) +
-             std::chrono::nanoseconds(longest_cs_ns.load()) * ahead + slack;
+             std::chrono::nanoseconds(longest_hold_ns.load()) * ahead + slack;
     };
     std::atomic<bool> writer_done{false};
-    std::chrono::nanoseconds worst{0};
+    // The writer's worst wait without its own run-queue delay, and that delay.
+    std::chrono::nanoseconds worst{0}, worst_off_cpu{0};
+    bool rq_ok = false;
     int rounds = 0, timeouts = 0;
     ThreadGroup writer;
     writer.spawn([&] {
+      const RunQueueDelay rq;
+      rq_ok = rq.ok();
       for (; rounds < kRounds; ++rounds) {
+        const auto rq0 = rq.now();
         const auto t0 = Clock::now();
+        writer_waiting_since = t0.time_since_epoch().count();
         const bool ok = write_lock_for(sem, attempt_limit);
-        const auto waited = Clock::now() - t0;
-        worst = std::max<std::chrono::nanoseconds>(worst, waited);
+        writer_waiting_since = 0;
+        const std::chrono::nanoseconds off_cpu = rq.now() - rq0;
+        const auto waited = Clock::now() - t0 - off_cpu;
+        if (waited > worst) {
+          worst = waited;
+          worst_off_cpu = off_cpu;
+        }
         if (!ok) {
           ++timeouts;
           ++rounds;
@@ -120,18 +146,19 @@ class ReaderStream : public ::testing::Test {
     writer.join();
     readers.join();
     ASSERT_TRUE(finished);
-    const std::chrono::nanoseconds longest(longest_cs_ns.load());
+    const std::chrono::nanoseconds longest(longest_hold_ns.load());  // the longest read hold
     const auto bound = bound_now();
     std::printf(
-        "  [%s spin=%s] reader stream: writer worst wait %.1f ms over %d round(s), "
-        "%d timed out (limit %.0f ms); bound %.1f ms = handoff %.0f + %d x longest "
-        "read section %.2f + slack %.0f; reads %llu\n",
-        T::kName, budget_name(budget).c_str(), ms(worst), rounds, timeouts, ms(attempt_limit),
-        ms(bound), ms(kHandoff), ahead, ms(longest), ms(slack),
-        static_cast<unsigned long long>(reads.load()));
+        "  [%s spin=%s] reader stream: writer worst wait %.1f ms (+ %.1f ms waiting for a "
+        "CPU%s) over %d round(s), %d timed out (limit %.0f ms); bound %.1f ms = handoff %.0f + "
+        "%d x longest read hold %.2f + slack %.0f; reads %llu\n",
+        T::kName, budget_name(budget).c_str(), ms(worst), ms(worst_off_cpu),
+        rq_ok ? "" : ": no schedstat, not measured", rounds, timeouts, ms(attempt_limit), ms(bound),
+        ms(kHandoff), ahead, ms(longest), ms(slack), static_cast<unsigned long long>(reads.load()));
     EXPECT_EQ(timeouts, 0) << "the writer's attempt expired: readers starved it";
     EXPECT_LE(worst.count(), bound.count())
-        << "writer waited " << ms(worst) << " ms, bound " << ms(bound) << " ms";
+        << "writer waited " << ms(worst) << " ms (not counting " << ms(worst_off_cpu)
+        << " ms in which it waited for a CPU), bound " << ms(bound) << " ms";
     EXPECT_EQ(sem.count(), 0u) << "lock not clean: " << sem.describe();
   }
 };
