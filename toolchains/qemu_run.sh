@@ -65,16 +65,6 @@ qemu_bin="$(command -v "$qemu" || true)"
 [[ -n "$qemu_bin" ]] || die "$qemu not found: install the Debian package qemu-user (ci/setup does)"
 command -v setarch >/dev/null || die "setarch not found: install the Debian package util-linux"
 
-# ThreadSanitizer symbolizes a report by forking and exec'ing llvm-symbolizer.
-# Under QEMU user mode that child of a multi-threaded guest never gets going
-# (its exec of the host's symbolizer fails, and the report waits for it), so
-# a data race hung the test until the hang guard killed it, with no report
-# printed. With the external symbolizer off (an empty path), the report
-# prints at once, its frames as module+offset; `llvm-symbolizer-19
-# --obj=<binary> <offset>` on the host names them. An empty path is what
-# sanitizer_common takes as "explicitly disabled".
-export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}external_symbolizer_path="
-
 shift
 exec setarch x86_64 -R "$qemu_bin" -L "$sysroot" \
   -E "LD_LIBRARY_PATH=$sysroot/lib" -E "RWSEM_UNDER_QEMU=$qemu" "$prog" "$@"
