@@ -39,6 +39,18 @@ void update_max(std::atomic<std::int64_t>& m, std::int64_t v) {
   }
 }
 
+// How long a holder blocked the waiter the stream test measures: from the
+// later of its lock call (`asked`) and the start of the waiter's current
+// wait (`since`, Clock ticks; 0 when the waiter is not waiting) to the end
+// of its section, and never less than the section (`t0`..`t1`).
+std::int64_t hold_ns(Clock::time_point asked, Clock::time_point t0, Clock::time_point t1,
+                     std::int64_t since) {
+  const std::int64_t section = (t1 - t0).count();
+  if (since == 0) return section;
+  const std::int64_t from = std::max(asked.time_since_epoch().count(), since);
+  return std::max(section, t1.time_since_epoch().count() - from);
+}
+
 // ---- 1. a writer under a stream of overlapping readers ----------------------
 //
 // Four readers take read sections of 200 us - 2 ms (sleeping inside), started
@@ -86,11 +98,7 @@ class ReaderStream : public ::testing::Test {
         const auto t0 = Clock::now();
         nap(std::chrono::microseconds(cs_us(rng)));
         const auto t1 = Clock::now();
-        const std::int64_t section = (t1 - t0).count();
-        const std::int64_t since = writer_waiting_since.load();
-        const std::int64_t from = std::max(asked.time_since_epoch().count(), since);
-        update_max(longest_hold_ns,
-                   since != 0 ? std::max(section, t1.time_since_epoch().count() - from) : section);
+        update_max(longest_hold_ns, hold_ns(asked, t0, t1, writer_waiting_since.load()));
         read_unlock(sem);
         reads.fetch_add(1, std::memory_order_relaxed);
       }
@@ -244,11 +252,7 @@ class WriterStream : public ::testing::Test {
           for (int k = 0; k < 50; ++k) rwsem::arch::cpu_relax();
         const auto t1 = Clock::now();
         update_max(longest_cs_ns, (t1 - t0).count());
-        const std::int64_t since = reader_waiting_since.load();
-        const std::int64_t from = std::max(asked.time_since_epoch().count(), since);
-        const std::int64_t section = (t1 - t0).count();
-        update_max(longest_hold_ns,
-                   since != 0 ? std::max(section, t1.time_since_epoch().count() - from) : section);
+        update_max(longest_hold_ns, hold_ns(asked, t0, t1, reader_waiting_since.load()));
         sem.unlock();
         writes.fetch_add(1, std::memory_order_relaxed);
       }
