@@ -12,6 +12,8 @@
 //   kName           short name used by describe(), tests and reports
 //   kWaiters        "the wait queue is not empty"
 //   kHandoff        "the first waiter is owed the lock; no stealing"
+//   kWoken          "the first waiter is a writer that has been woken and
+//                   has not retried yet": an unlock need not wake anyone
 //   kWriterMask     the bits that are non-zero iff a writer owns the lock
 //   kReaderShift    the reader count starts at this bit
 //   kReadFail       the guard bit: a reader that sees it set sleeps
@@ -42,7 +44,8 @@ namespace rwsem {
 //   bit  0      writer locked
 //   bit  1      waiters present
 //   bit  2      handoff
-//   bits 3-7    reserved (always 0)
+//   bit  3      woken writer on its way
+//   bits 4-7    reserved (always 0)
 //   bits 8-62   reader count (55 bits)
 //   bit  63     READFAIL guard
 //
@@ -51,7 +54,8 @@ namespace rwsem {
 //   bit  0      writer locked
 //   bit  1      waiters present
 //   bit  2      handoff
-//   bits 3-7    reserved (always 0)
+//   bit  3      woken writer on its way
+//   bits 4-7    reserved (always 0)
 //   bits 8-30   reader count (23 bits)
 //   bit  31     READFAIL guard
 //
@@ -62,7 +66,8 @@ struct GenericLayout {
   static constexpr Word kWriterMask = Word{1} << 0;
   static constexpr Word kWaiters = Word{1} << 1;
   static constexpr Word kHandoff = Word{1} << 2;
-  static constexpr Word kReservedMask = Word{0xF8};
+  static constexpr Word kWoken = Word{1} << 3;
+  static constexpr Word kReservedMask = Word{0xF0};
   static constexpr int kReaderShift = 8;
   static constexpr Word kReadFail = Word{1} << (sizeof(Word) * 8 - 1);
   static constexpr bool kOwnerInCount = false;
@@ -85,14 +90,16 @@ struct Generic32Layout : GenericLayout<std::uint32_t> {
 //
 //   bit  0      waiters present
 //   bit  1      handoff
-//   bits 2-47   owner id of the writer (46 bits); non-zero = write locked
+//   bit  2      woken writer on its way
+//   bits 3-47   owner id of the writer (45 bits); non-zero = write locked
 //   bits 48-62  reader count (15 bits)
 //   bit  63     READFAIL guard
 //
-// The write lock word of a thread is (owner id << 2). Taking it is still a
+// The write lock word of a thread is (owner id << 3). Taking it is still a
 // cmpxchg from 0, and the owner is known the instant the lock is taken, with
 // no window where the count says "write locked" but the owner is unknown.
-// An id of 2^46 or more cannot be encoded; the thread is refused at its
+// An id of 2^45 or more (a record at or above 2^51, far beyond the 47-bit
+// user address space of 4-level paging) cannot be encoded; the thread is refused at its
 // first write lock with a message, never truncated.
 // ---------------------------------------------------------------------------
 struct MergedOwnerLayout {
@@ -100,8 +107,9 @@ struct MergedOwnerLayout {
   static constexpr const char* kName = "merged";
   static constexpr Word kWaiters = Word{1} << 0;
   static constexpr Word kHandoff = Word{1} << 1;
-  static constexpr int kOwnerShift = 2;
-  static constexpr int kOwnerBits = 46;
+  static constexpr Word kWoken = Word{1} << 2;
+  static constexpr int kOwnerShift = 3;
+  static constexpr int kOwnerBits = 45;
   static constexpr Word kWriterMask = ((Word{1} << kOwnerBits) - 1) << kOwnerShift;
   static constexpr Word kReservedMask = Word{0};
   static constexpr int kReaderShift = kOwnerShift + kOwnerBits;  // 48

@@ -30,6 +30,7 @@ class Layout : public ::testing::Test {
     row("kWriterMask     ", L::kWriterMask);
     row("kWaiters        ", L::kWaiters);
     row("kHandoff        ", L::kHandoff);
+    row("kWoken          ", L::kWoken);
     row("kReservedMask   ", L::kReservedMask);
     row("kReaderBias     ", B::kReaderBias);
     row("kReaderMask     ", B::kReaderMask);
@@ -45,16 +46,14 @@ TYPED_TEST(Layout, MasksAreDisjointAndCoverTheWord) {
   using L = TypeParam;
   using B = typename TestFixture::B;
   using Word = typename TestFixture::Word;
-  const Word parts[] = {L::kWriterMask,
-                        L::kWaiters,
-                        L::kHandoff,
-                        L::kReservedMask,
-                        static_cast<Word>(B::kReaderMask & ~L::kReadFail),
+  const Word parts[] = {L::kWriterMask,   L::kWaiters,
+                        L::kHandoff,      L::kWoken,
+                        L::kReservedMask, static_cast<Word>(B::kReaderMask & ~L::kReadFail),
                         L::kReadFail};
   Word seen = 0;
   for (std::size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); ++i) {
     const Word p = parts[i];
-    if (i != 3) EXPECT_NE(p, 0u) << "empty mask #" << i << "\n" << TestFixture::table();
+    if (i != 4) EXPECT_NE(p, 0u) << "empty mask #" << i << "\n" << TestFixture::table();
     EXPECT_EQ(seen & p, 0u) << "overlapping masks\n" << TestFixture::table();
     seen |= p;
   }
@@ -79,7 +78,8 @@ TYPED_TEST(Layout, MatchesTheDesignTable) {
     EXPECT_EQ(L::kWriterMask, 1u << 0) << TestFixture::table();
     EXPECT_EQ(L::kWaiters, 1u << 1) << TestFixture::table();
     EXPECT_EQ(L::kHandoff, 1u << 2) << TestFixture::table();
-    EXPECT_EQ(L::kReservedMask, 0xF8u) << TestFixture::table();
+    EXPECT_EQ(L::kWoken, 1u << 3) << TestFixture::table();
+    EXPECT_EQ(L::kReservedMask, 0xF0u) << TestFixture::table();
     EXPECT_EQ(L::kReaderShift, 8) << TestFixture::table();
     EXPECT_EQ(B::kWordBits, name == "generic64" ? 64 : 32);
     EXPECT_EQ(B::kMaxReaders,
@@ -88,7 +88,8 @@ TYPED_TEST(Layout, MatchesTheDesignTable) {
     ASSERT_EQ(name, "merged");
     EXPECT_EQ(L::kWaiters, 1u << 0) << TestFixture::table();
     EXPECT_EQ(L::kHandoff, 1u << 1) << TestFixture::table();
-    EXPECT_EQ(L::kWriterMask, ((std::uint64_t{1} << 48) - 1) & ~std::uint64_t{3})
+    EXPECT_EQ(L::kWoken, 1u << 2) << TestFixture::table();
+    EXPECT_EQ(L::kWriterMask, ((std::uint64_t{1} << 48) - 1) & ~std::uint64_t{7})
         << TestFixture::table();
     EXPECT_EQ(L::kReaderShift, 48) << TestFixture::table();
     EXPECT_EQ(B::kMaxReaders, std::uint64_t{1} << 15);
@@ -113,6 +114,8 @@ TYPED_TEST(Layout, DescribeDecodesEveryFlag) {
       {static_cast<Word>(2 * B::kReaderBias | L::kWaiters | L::kHandoff),
        {"readers=2", "waiters", "handoff"}},
       {static_cast<Word>(L::kReadFail | L::kWaiters), {"readfail", "waiters"}},
+      {static_cast<Word>(L::kWaiters | L::kWoken),
+       {"readers=0", "writer=none", "waiters", "woken"}},
   };
   for (const auto& c : cases) {
     const std::string d = rwsem::describe<L>(c.word);
@@ -136,7 +139,7 @@ TYPED_TEST(Layout, OwnerIdRoundTrips) {
     EXPECT_EQ(L::writer_word(12345), L::kWriterMask);
     return;
   }
-  for (int bits = 1; bits <= 46; ++bits) {
+  for (int bits = 1; bits <= 45; ++bits) {
     const std::uint64_t id = (std::uint64_t{1} << bits) - 1;
     ASSERT_TRUE(L::encodable(id)) << bits;
     EXPECT_EQ(L::owner_id(L::writer_word(id)), id) << "id of " << bits << " bits";

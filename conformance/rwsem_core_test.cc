@@ -97,10 +97,10 @@ TYPED_TEST(RwsemCore, OwnerIdRoundTripsAndIsCachedPerThread) {
 
 TEST(RwsemOwnerId, MergedLayoutRejectsIdsPastBit47) {
   using M = rwsem::MergedOwnerLayout;
-  EXPECT_TRUE(M::encodable((std::uint64_t{1} << 46) - 1));
-  EXPECT_FALSE(M::encodable(std::uint64_t{1} << 46));
+  EXPECT_TRUE(M::encodable((std::uint64_t{1} << 45) - 1));
+  EXPECT_FALSE(M::encodable(std::uint64_t{1} << 45));
   EXPECT_FALSE(M::encodable(0));
-  const std::uint64_t id = 0x2aaaaaaaaaaaULL;  // 46 bits, alternating
+  const std::uint64_t id = 0x155555555555ULL;  // 45 bits, alternating
   EXPECT_EQ(M::owner_id(M::writer_word(id)), id);
   EXPECT_EQ(M::writer_word(id) & ~M::kWriterMask, 0u);
 }

@@ -173,7 +173,7 @@ struct TinyOwnerLayout : rwsem::MergedOwnerLayout {
   static constexpr int kOwnerBits = 8;
   static constexpr Word kWriterMask = ((Word{1} << kOwnerBits) - 1) << kOwnerShift;
   [[maybe_unused]] static constexpr Word kReservedMask =
-      ((Word{1} << 48) - 1) & ~(kWriterMask | kWaiters | kHandoff);
+      ((Word{1} << 48) - 1) & ~(kWriterMask | kWaiters | kHandoff | kWoken);
   static constexpr bool encodable(std::uint64_t id) { return id != 0 && (id >> kOwnerBits) == 0; }
   static constexpr Word writer_word(std::uint64_t id) { return Word(id) << kOwnerShift; }
   static constexpr std::uint64_t owner_id(Word w) { return (w & kWriterMask) >> kOwnerShift; }

@@ -19,7 +19,8 @@
 //                WRITER_LOCKED, or on the merged layout the caller's owner
 //                id, computed once per thread (rwsem series patch 12).
 //   unlocks      cmpxchg, release; they take the slow wake path only if
-//                WAITERS is set and (for readers) they are the last reader.
+//                WAITERS is set, no woken writer is on its way (WOKEN), and
+//                (for readers) they are the last reader.
 //
 // Waiters queue on stack-allocated nodes under a small wait lock and sleep
 // on their own thread record's futex word (lib/rwsem/internal/waiter.h).
@@ -79,15 +80,41 @@
 // A reader behind a writer stream gets HANDOFF from the waker that finds
 // the lock stolen once the reader has waited its handoff timeout.
 //
+// Woken writer (WOKEN; not in the kernel, after absl's designated waker)
+// ----------------------------------------------------------------------
+// A writer at the front of the queue is woken to *retry*, not granted the
+// lock. Between the wake-up and its retry every unlock would otherwise see
+// WAITERS, take the wait lock and find nobody to wake: on a contended lock
+// that is one wait-lock round trip per unlock, on the count's cache line.
+// WOKEN says "the first waiter is a writer that has been woken and has not
+// retried yet"; an unlock that sees it releases with its plain RMW and
+// wakes nobody (must_wake()), because the retry will see the lock as that
+// unlock left it.
+//
+// Invariant W: WOKEN is set  <=>  the first waiter is a writer whose state
+// is kWoken. Both change together, with the wait lock held:
+//   set:   mark_wake() waking the first writer (wake() then fetch_or);
+//   clear: that writer's next try_write_lock(), in the same compare-exchange
+//          that takes the lock, claims HANDOFF, or only observes it held.
+// The retry and the unlocks are RMWs of the one count, so they are
+// totally ordered: an unlock ordered before the retry released the lock
+// the retry then sees free; one ordered after it sees WOKEN clear and
+// wakes the writer, which has re-armed under the wait lock before it
+// looked. A writer only leaves the queue after a retry (success, or the
+// last try of a timed-out writer), and a reader is never the woken writer,
+// so removing a waiter never has to clear WOKEN. Measured effect: README,
+// "Where the lock departs from the kernel".
+//
 // Lifetime
 // --------
 // POSIX and C++ let any thread destroy an unlocked lock with no waiters,
 // even while the thread that released it is still returning from unlock.
 // So no unlock touches the lock after its releasing RMW. An unlock that
 // has to wake waiters takes the wait lock *first* and releases under it:
-// up_write() when it sees WAITERS, up_read() when it is the last reader
-// and sees WAITERS (both decide with a cmpxchg, so the decision and the
-// release are one atomic step). While the wait lock is held the queue
+// up_write() when it sees WAITERS without WOKEN, up_read() when it is the
+// last reader and sees the same (both decide with a cmpxchg, so the
+// decision and the release are one atomic step; with WOKEN they release
+// and touch nothing more). While the wait lock is held the queue
 // cannot empty, so the lock cannot legally be destroyed; the last access
 // is the wait lock's own release, and the wake-ups that follow touch only
 // thread records. That release can still come after the destroyer's last
@@ -102,7 +129,7 @@
 // either seeds a compare-exchange whose success order (acquire) does the
 // synchronising, or it is a decision hint (spin, wake, debug, describe) that
 // is re-checked by an RMW, or it is taken with the wait lock held, where the
-// bits it tests (WAITERS, HANDOFF, READFAIL for wake-up) change only under
+// bits it tests (WAITERS, HANDOFF, WOKEN, READFAIL for wake-up) change only under
 // that lock or are re-validated by mark_wake()'s acquire fetch_add.
 //
 // Timed waits (the kernel's killable paths): a waiter whose deadline passes
@@ -157,6 +184,7 @@ std::string describe(typename L::Word c) {
   else s += " writer=locked";
   if (B::has_waiters(c)) s += " waiters";
   if (B::has_handoff(c)) s += " handoff";
+  if (B::has_woken_writer(c)) s += " woken";
   if (B::is_read_fail(c)) s += " readfail";
   if (c & L::kReservedMask)
     internal::append_format(&s, " reserved=0x%llx",
@@ -304,9 +332,10 @@ class BasicRwSemaphore {
     clear_owner();
     Word c = count_.load(std::memory_order_relaxed);
     for (;;) {
-      // With waiters queued, wake them holding the wait lock from before
-      // the release on (see "Lifetime" at the top).
-      if (RWSEM_UNLIKELY(B::has_waiters(c))) return up_write_slow();
+      // With waiters queued and none on its way (must_wake()), wake them
+      // holding the wait lock from before the release on (see "Lifetime"
+      // at the top).
+      if (RWSEM_UNLIKELY(B::must_wake(c))) return up_write_slow();
       // release pairs with the acquire of the next locker (or of mark_wake()).
       if (RWSEM_LIKELY(count_.compare_exchange_weak(c, c - released_writer_word(c), kUpWriteOrder,
                                                     std::memory_order_relaxed)))
@@ -553,7 +582,15 @@ class BasicRwSemaphore {
     wait_lock_.assert_held();
     Waiter* first = queue_.first();
     if (!first->is_reader()) {
-      if (type == WakeType::kAny && wakes.wake(first)) RWSEM_EVENT_INC(wake_writer);
+      if (type == WakeType::kAny && wakes.wake(first)) {
+        // W: until this writer retries, unlocks need not wake anyone
+        // (must_wake()). relaxed: the writer's retry reads the count under
+        // the wait lock; an unlock uses the bit only to skip a wake-up that
+        // the retry makes unnecessary (it sees the lock as the unlock left
+        // it: both are RMWs of the count).
+        count_.fetch_or(Layout::kWoken, std::memory_order_relaxed);
+        RWSEM_EVENT_INC(wake_writer);
+      }
       return;
     }
     // Too many readers: wake none until the last of them leaves (patch 10).
@@ -619,27 +656,34 @@ class BasicRwSemaphore {
     Waiter* first = queue_.first();
     Word c = count_.load(std::memory_order_relaxed);
     Word next;
+    bool locked, claim;
     do {
       const bool has_handoff = B::has_handoff(c);
       // H: HANDOFF belongs to the first waiter; nobody else may take the lock.
       if (has_handoff && &self != first) return false;
-      next = c;
-      if (B::is_locked(c)) {
-        if (has_handoff || (!self.rt && Platform::handoff_now_ns() <= self.handoff_deadline_ns))
-          return false;
-        // Waited long enough (or real-time): claim the lock for the first
-        // waiter. Our deadline has passed, so the first waiter's has too.
+      // W: only the first waiter can be the woken writer. It is retrying
+      // now, so from this update of the count on an unlock must wake it.
+      next = &self == first ? c & ~Layout::kWoken : c;
+      locked = B::is_locked(c);
+      // Waited long enough (or real-time): claim the lock for the first
+      // waiter. Our deadline has passed, so the first waiter's has too.
+      claim = locked && !has_handoff &&
+              (self.rt || Platform::handoff_now_ns() > self.handoff_deadline_ns);
+      if (claim) {
         next |= Layout::kHandoff;
-      } else {
+      } else if (!locked) {
         next = (next | w) & ~Layout::kHandoff;
         if (queue_.is_singular()) next &= ~Layout::kWaiters;
       }
+      if (next == c) return false;  // held, nothing to claim or to clear
       // acquire pairs with the release of the unlock that freed the lock
       // (kWriteLockOrder).
     } while (!count_.compare_exchange_weak(c, next, kWriteLockOrder, std::memory_order_relaxed));
-    if (B::has_handoff(next)) {
-      first->handoff_set = true;
-      RWSEM_EVENT_INC(wlock_handoff);
+    if (locked) {
+      if (claim) {
+        first->handoff_set = true;
+        RWSEM_EVENT_INC(wlock_handoff);
+      }
       return false;
     }
     queue_.remove(&self);
@@ -651,6 +695,8 @@ class BasicRwSemaphore {
     wait_lock_.assert_held();
     const bool was_first = queue_.first() == &self;
     queue_.remove(&self);
+    // W needs nothing here: a writer that leaves has just retried
+    // (try_write_lock() cleared WOKEN), and a reader is never the woken writer.
     if (queue_.empty()) {
       // relaxed: flag bookkeeping; nothing is published.
       count_.fetch_and(static_cast<Word>(~(Layout::kWaiters | Layout::kHandoff)),

@@ -32,13 +32,13 @@ struct CountBits {
 
   static_assert(L::kReadFail == Word{1} << (kWordBits - 1),
                 "READFAIL must be the sign bit of the count");
-  static_assert((L::kWriterMask & L::kWaiters) == 0 && (L::kWriterMask & L::kHandoff) == 0 &&
-                    (L::kWaiters & L::kHandoff) == 0,
+  static constexpr Word kFlags = L::kWaiters | L::kHandoff | L::kWoken;
+  static_assert((L::kWriterMask & kFlags) == 0 && (L::kWaiters & L::kHandoff) == 0 &&
+                    (L::kWaiters & L::kWoken) == 0 && (L::kHandoff & L::kWoken) == 0,
                 "flag bits must be disjoint");
-  static_assert(((L::kWriterMask | L::kWaiters | L::kHandoff | L::kReservedMask) & kReaderMask) ==
-                    0,
+  static_assert(((L::kWriterMask | kFlags | L::kReservedMask) & kReaderMask) == 0,
                 "flags must lie below the reader count");
-  static_assert((L::kWriterMask | L::kWaiters | L::kHandoff | L::kReservedMask | kReaderMask) ==
+  static_assert((L::kWriterMask | kFlags | L::kReservedMask | kReaderMask) ==
                     std::numeric_limits<Word>::max(),
                 "the layout must account for every bit of the word");
 
@@ -47,20 +47,27 @@ struct CountBits {
   static constexpr bool is_locked(Word c) { return (c & kLockMask) != 0; }
   static constexpr bool has_waiters(Word c) { return (c & L::kWaiters) != 0; }
   static constexpr bool has_handoff(Word c) { return (c & L::kHandoff) != 0; }
+  static constexpr bool has_woken_writer(Word c) { return (c & L::kWoken) != 0; }
   static constexpr bool is_read_fail(Word c) { return (c & L::kReadFail) != 0; }
   static constexpr bool read_fails(Word c) { return (c & kReadFailedMask) != 0; }
   static constexpr std::uint64_t reader_count(Word c) {
     return static_cast<std::uint64_t>(c >> L::kReaderShift);
   }
-  // The state after the last lock holder left with someone queued: up_read
-  // and a reader backing out its bias must then wake the queue.
+  // Must an unlock that sees `c` wake the queue? Only if someone is queued
+  // and no woken writer is already on its way to retry (it will see the
+  // lock as the unlock leaves it).
+  static constexpr bool must_wake(Word c) { return (c & (L::kWaiters | L::kWoken)) == L::kWaiters; }
+  // The state after the last lock holder left with someone queued and
+  // nobody on the way: up_read and a reader backing out its bias must then
+  // wake the queue.
   static constexpr bool needs_wake_after_reader_exit(Word c) {
-    return (c & (kLockMask | L::kWaiters)) == L::kWaiters;
+    return (c & (kLockMask | L::kWaiters | L::kWoken)) == L::kWaiters;
   }
   // A count no correct sequence of operations produces: reserved bits set,
-  // or HANDOFF without WAITERS (HANDOFF always belongs to a queued waiter).
+  // or HANDOFF or WOKEN without WAITERS (both belong to a queued waiter).
   static constexpr bool is_consistent(Word c) {
-    return (c & L::kReservedMask) == 0 && (!has_handoff(c) || has_waiters(c));
+    return (c & L::kReservedMask) == 0 && (!has_handoff(c) || has_waiters(c)) &&
+           (!has_woken_writer(c) || has_waiters(c));
   }
 };
 
