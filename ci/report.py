@@ -830,8 +830,8 @@ def environment(targets):
              "python": platform.python_version()}
     for t in targets:
         # Emulator per target, only to record its version in the report.
-        qemu = target_table.TARGETS[t].qemu if t in target_table.TARGETS else None
-        if qemu:
+        kind, qemu = target_table.emulator(t) if t in target_table.TARGETS else ("native", None)
+        if kind == "qemu":
             tools[qemu] = run_first_line([qemu, "--version"])
     git = git_state()
     commit, dirty = git["head"], git["dirty"]

@@ -19,6 +19,12 @@ out the fields whose value is the default in _DEFAULTS below:
   qemu:        qemu-user binary, or None where the host kernel runs the
                target's programs itself (the host; i386 through x86-64's
                IA-32 ABI, started by the sysroot's dynamic loader).
+  qemu_fallback: for a row with qemu = None other than the host: the
+               emulator to use on a kernel that refuses the target's
+               programs (IA-32 emulation compiled out, turned off with
+               ia32_emulation=off, or a hypervisor that runs 64-bit user
+               code only). An absolute path: ci/setup puts it there, from
+               Debian's bookworm-backports, only on such a machine.
   elf_machine: e_machine of the target's executables (<elf.h> EM_*). The
                runner picks the emulator by it, and the arch probe checks the
                test binary's own header against it.
@@ -53,6 +59,7 @@ _DEFAULTS = dict(
     sanitizers = {"ubsan": "qualify"},
     ubsan_runtime = False,
     runtime_package = None,
+    qemu_fallback = None,
     extra_packages = [],
     notes = {"tsan": "no runtime in Debian", "asan": "no runtime in Debian"},
 )
@@ -145,8 +152,11 @@ RWSEM_TARGETS = {
         # signal storm); the corpus saw torn deadlines, waiters entering a
         # held lock and glibc malloc assertions in its signal tests. The
         # arch probe's SignalDeliveryPreservesRegisters fails under it and
-        # passes on the host kernel.
+        # passes on the host kernel, and under qemu-i386 10.0 (Debian's
+        # bookworm-backports), which is what runs i386 where the host
+        # kernel will not.
         qemu = None,
+        qemu_fallback = "/opt/rwsem-qemu/bin/qemu-i386",
         elf_machine = 3,  # EM_386
         bits = 32,
         big_endian = False,

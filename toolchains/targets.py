@@ -21,12 +21,16 @@ is the only reader outside Bazel. Subcommands:
                                     (SAN none|tsan|asan|ubsan, SPIN on|off), or
                                     only one layout's typed tests
   targets.py flags CONFIG           bazel flags for "target" or "target+sanitizer"
-  targets.py qemu TARGET            the target's emulator binary ("" for the host)
+  targets.py qemu TARGET            the emulator that runs TARGET's programs on this
+                                    host ("" where the host kernel runs them)
+  targets.py fallbacks              qemu_fallback paths this host needs (one per line):
+                                    rows whose programs this kernel refuses
 """
 import glob
 import os
 import re
 import struct as _struct
+import subprocess
 import sys
 import types
 
@@ -230,7 +234,9 @@ def readme_table():
     for name, t in TARGETS.items():
         out.append("| %s | %s | %s | %d-bit %s-endian | %s | %s | %s | %s |" % (
             name + (" (host)" if name == HOST else ""), t.triple,
-            t.qemu or ("native" if name == HOST else "none: the host kernel runs it"),
+            t.qemu or ("native" if name == HOST else "none: the host kernel runs it"
+                       + ("; %s where it will not" % os.path.basename(t.qemu_fallback)
+                          if t.qemu_fallback else "")),
             t.bits, "big" if t.big_endian else "little",
             "lock-free" if t.lockfree64 else "none: 32-bit layouts only",
             san_cell(t, "tsan"), san_cell(t, "asan"), san_cell(t, "ubsan")))
@@ -289,6 +295,49 @@ def sanity():
 
 # ---- ELF ---------------------------------------------------------------------
 
+def loader(t):
+    """The sysroot's dynamic loader, for a row the host kernel may run itself."""
+    found = sorted(glob.glob(os.path.join(sysroot(t), "lib", "ld-linux*.so*")))
+    return found[0] if found else None
+
+
+def kernel_runs(path):
+    """True if this kernel executes the program at path (asked, not assumed:
+    x86-64 kernels can have IA-32 compiled out or turned off at boot)."""
+    try:
+        return subprocess.run([path, "--help"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0
+    except OSError:  # ENOEXEC: "Exec format error"
+        return False
+
+
+def emulator(name):
+    """How this host runs the target's programs: ("native", None),
+    ("loader", ld.so) or ("qemu", binary). A row with qemu = None prefers
+    the host kernel and uses its qemu_fallback only where the kernel
+    refuses; never the other way round, and never silently nothing."""
+    t = row(name)
+    if name == HOST:
+        return ("native", None)
+    if t.qemu is not None:
+        return ("qemu", t.qemu)
+    ldso = loader(t)
+    if ldso is None:
+        die("%s: no ld-linux*.so* in %s/lib: run ci/setup" % (name, sysroot(t)), 127)
+    if kernel_runs(ldso):
+        return ("loader", ldso)
+    if t.qemu_fallback is None:
+        die("%s: this kernel cannot run %s and the row names no qemu_fallback" % (name, ldso), 127)
+    return ("qemu", t.qemu_fallback)
+
+
+def fallbacks():
+    """The qemu_fallback emulators this host needs."""
+    return [row(n).qemu_fallback for n in TARGETS
+            if n != HOST and row(n).qemu is None and row(n).qemu_fallback
+            and loader(row(n)) and not kernel_runs(loader(row(n)))]
+
+
 def runner(prog):
     try:
         with open(prog, "rb") as f:
@@ -301,16 +350,12 @@ def runner(prog):
     machine = _struct.unpack((">" if data == 2 else "<") + "H", head[18:20])[0]
     for name, t in TARGETS.items():
         if elf_key(t) == (machine, cls, data):
-            if name == HOST:
+            kind, binary = emulator(name)
+            if kind == "native":
                 return "native"
-            if t.qemu is None:
-                # The host kernel runs it (IA-32 on x86-64); the sysroot's
-                # loader keeps its libc apart from the host's.
-                loaders = sorted(glob.glob(os.path.join(sysroot(t), "lib", "ld-linux*.so*")))
-                if not loaders:
-                    die("%s: no ld-linux*.so* in %s/lib: run ci/setup" % (name, sysroot(t)), 127)
-                return "loader %s %s %s" % (loaders[0], sysroot(t), asan_options(t) or "-")
-            return "qemu %s %s %s" % (t.qemu, sysroot(t), asan_options(t) or "-")
+            # "loader": the host kernel runs it (IA-32 on x86-64); the
+            # sysroot's loader keeps its libc apart from the host's.
+            return "%s %s %s %s" % (kind, binary, sysroot(t), asan_options(t) or "-")
     die("%s: no target in toolchains/targets.bzl has ELF machine=%d class=%d data=%d"
         % (prog, machine, cls, data), 127)
 
@@ -353,7 +398,11 @@ def main(argv):
         name, _, san = args[0].partition("+")
         print(cell(name, san or "none")[0])
     elif cmd == "qemu" and len(args) == 1:
-        print(row(args[0]).qemu or "")
+        kind, binary = emulator(args[0])
+        print(binary if kind == "qemu" else "")
+    elif cmd == "fallbacks":
+        for path in fallbacks():
+            print(path)
     else:
         die("bad arguments: %s (see --help)" % " ".join(argv))
     return 0
