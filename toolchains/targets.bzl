@@ -41,6 +41,15 @@ out the fields whose value is the default in _DEFAULTS below:
                crashes on lld-linked shared objects under QEMU.
   sanitizers:  which sanitizer configs run here, and where: "test" (ci/test
                and ci/qualify) or "qualify" (ci/qualify only).
+  plain_cells: where the cells without a sanitizer run, per spin mode ("on":
+               optimistic spinning compiled in; "off": --define=rwsem_spin=off),
+               with the same two values. ci/qualify runs every cell of every
+               row; ci/test, which must stay well inside CI's time, runs
+               every mission target (the host, ARM64, POWER, the 32-bit ones)
+               and riscv64 with spinning on, spinning off on one target per
+               count layout and memory model (x86_64: merged owner, TSO;
+               aarch64: generic 64-bit, weak; armv7: 32-bit with READFAIL,
+               weak), and leaves the other rows to ci/qualify.
   ubsan_runtime: a clang UBSan runtime works here; if False, UBSan builds
                use trap mode (a failed check executes a trap instruction).
   runtime_package: the Debian package holding this target's clang
@@ -57,6 +66,7 @@ _DEFAULTS = dict(
     link_flags = [],
     static_tests = False,
     sanitizers = {"ubsan": "qualify"},
+    plain_cells = {"on": "test", "off": "qualify"},
     ubsan_runtime = False,
     runtime_package = None,
     qemu_fallback = None,
@@ -79,6 +89,7 @@ RWSEM_TARGETS = {
         bits = 64,
         big_endian = False,
         sanitizers = {"tsan": "test", "asan": "test", "ubsan": "test"},
+        plain_cells = {"on": "test", "off": "test"},
         ubsan_runtime = True,
         runtime_package = "libclang-rt-19-dev:amd64",
         notes = {},
@@ -92,13 +103,14 @@ RWSEM_TARGETS = {
         bits = 64,
         big_endian = False,
         sanitizers = {"tsan": "test", "ubsan": "qualify"},
+        plain_cells = {"on": "test", "off": "test"},
         ubsan_runtime = True,
         runtime_package = "libclang-rt-19-dev:arm64",
         # GCC's aarch64 TSan runtime, the alternative tried in
         # toolchains/NOTES-ppc64le-tsan.md.
         extra_packages = ["libtsan2-arm64-cross"],
         notes = {
-            "tsan": "about 11 s start-up per process under QEMU",
+            "tsan": "about 11 s start-up per process under QEMU, so ci/test leaves out the debug-mode death tests (a process each)",
             "asan": "QEMU uses more than 24 GB for the shadow memory (OOM)",
         },
     ),
@@ -161,7 +173,7 @@ RWSEM_TARGETS = {
         bits = 32,
         big_endian = False,
         lockfree64 = True,  # cmpxchg8b
-        sanitizers = {"asan": "test", "ubsan": "test"},
+        sanitizers = {"asan": "qualify", "ubsan": "qualify"},
         ubsan_runtime = True,
         runtime_package = "libclang-rt-19-dev:amd64",
         notes = {
@@ -178,7 +190,8 @@ RWSEM_TARGETS = {
         bits = 32,
         big_endian = False,
         lockfree64 = True,  # ldrexd/strexd
-        sanitizers = {"asan": "test", "ubsan": "test"},
+        sanitizers = {"asan": "qualify", "ubsan": "qualify"},
+        plain_cells = {"on": "test", "off": "test"},
         # Debian's armhf UBSan runtime dies at start-up under qemu-arm 7.2
         # ("UndefinedBehaviorSanitizer: stack-overflow") when the
         # environment is small, as it is under bazel test.
@@ -196,6 +209,7 @@ RWSEM_TARGETS = {
         elf_machine = 22,  # EM_S390
         bits = 64,
         big_endian = True,
+        plain_cells = {"on": "qualify", "off": "qualify"},
     ),
     "riscv64": _target(
         triple = "riscv64-linux-gnu",
@@ -215,6 +229,7 @@ RWSEM_TARGETS = {
         bits = 64,
         big_endian = False,
         lockfree64 = True,  # lld/scd
+        plain_cells = {"on": "qualify", "off": "qualify"},
         # lld works while libgcc stays shared: -static-libgcc pulls in
         # libgcc_eh.a, whose .eh_frame lld rejects in a PIE ("relocation
         # R_MIPS_64 cannot be used against local symbol; recompile with
@@ -229,6 +244,7 @@ RWSEM_TARGETS = {
         bits = 64,
         big_endian = True,
         lockfree64 = True,  # casx
+        plain_cells = {"on": "qualify", "off": "qualify"},
         # lld 19 knows none of the R_SPARC_GOTDATA_OP* relocations in
         # Debian's crt files ("unknown relocation (82) against symbol
         # main"), and with -no-pie still fails on symbols libc.so and

@@ -54,6 +54,13 @@ NOSPIN = "--define=rwsem_spin=off"
 # not the target's, so it runs in the host's plain cells only: not again
 # under every QEMU target, nor under a sanitizer (its threads are coroutines).
 NOT_HOST_ONLY = "--test_tag_filters=-host_only --build_tests_only"
+# Tests tagged process_per_test start a child process per test case (death
+# tests). Under QEMU with TSan each start costs 10-25 s, so the debug-mode
+# death tests alone took 8 of aarch64+tsan's 11 minutes. ci/test leaves them
+# out of TSan cells under an emulator: they check misuse diagnostics, which
+# TSan adds nothing to, and run in ci/test natively under TSan and on every
+# emulated target without it. ci/qualify runs them everywhere.
+NOT_HOST_ONLY_NOR_PROCESS_PER_TEST = "--test_tag_filters=-host_only,-process_per_test --build_tests_only"
 
 
 def load(path=os.path.join(HERE, "targets.bzl")):
@@ -111,9 +118,18 @@ def sanitizers_of(name, where="qualify"):
             (where == "qualify" or t.sanitizers[s] == "test")]
 
 
-def cell(name, san="none", spin="on", layout=""):
+def plain_cell_spins(name, where="qualify"):
+    """Spin modes ("on", "off") of the target's cells without a sanitizer that
+    run in ci/qualify (all) or ci/test (those the row marks "test")."""
+    t = row(name)
+    return [m for m in ("on", "off") if where == "qualify" or t.plain_cells[m] == "test"]
+
+
+def cell(name, san="none", spin="on", layout="", where="qualify"):
     """(bazel flags, what to test) of one cell; with a layout, only that
-    layout's typed tests (--test_filter=*/LAYOUT.*)."""
+    layout's typed tests (--test_filter=*/LAYOUT.*). where="test" drops what
+    ci/test leaves to ci/qualify inside a cell (see
+    NOT_HOST_ONLY_NOR_PROCESS_PER_TEST)."""
     t = row(name)
     if san != "none" and san not in t.sanitizers:
         die("sanitizer %s does not run on %s (valid there: none %s)"
@@ -125,7 +141,9 @@ def cell(name, san="none", spin="on", layout=""):
         flags.append("--config=" + san)
     if spin == "off":
         flags.append(NOSPIN)
-    if name != HOST or san != "none":
+    if where == "test" and san == "tsan" and name != HOST:
+        flags.append(NOT_HOST_ONLY_NOR_PROCESS_PER_TEST)
+    elif name != HOST or san != "none":
         flags.append(NOT_HOST_ONLY)
     what = "//..."
     test_filter = "*" if layout else ""
@@ -142,21 +160,24 @@ def cell(name, san="none", spin="on", layout=""):
 
 
 def test_cells():
-    """ci/test's matrix: every target plain; the sanitizers marked "test";
-    then every target again with spinning compiled out, plus the host's TSan
-    (orderings) without spinning. Host first: it warms the host tools."""
+    """ci/test's matrix: the targets whose spinning cell is marked "test",
+    each with the sanitizers marked "test"; then the targets whose cell with
+    spinning compiled out is marked "test", plus the host's TSan (orderings)
+    without spinning. Host first: it warms the host tools."""
     out = []
     for name in TARGETS:
-        out.append((name, "none", "on"))
+        if "on" in plain_cell_spins(name, "test"):
+            out.append((name, "none", "on"))
         out += [(name, s, "on") for s in sanitizers_of(name, "test")]
     for name in TARGETS:
-        out.append((name, "none", "off"))
+        if "off" in plain_cell_spins(name, "test"):
+            out.append((name, "none", "off"))
         if name == HOST:
             out.append((name, "tsan", "off"))
     lines = []
     for name, san, spin in out:
         cid = name + ("" if san == "none" else "+" + san) + ("+nospin" if spin == "off" else "")
-        flags, what = cell(name, san, spin)
+        flags, what = cell(name, san, spin, where="test")
         lines.append("%s|%s|%s" % (cid, flags, what))
     return lines
 
@@ -229,17 +250,22 @@ def readme_table():
             text += ", ci/qualify only"
         return text + ("; " + note if note else "")
 
-    out = ["| config | triple | QEMU | ABI | 64-bit atomics | TSan | ASan | UBSan |",
-           "|---|---|---|---|---|---|---|---|"]
+    def test_cell(name):
+        spins = plain_cell_spins(name, "test")
+        return {("on", "off"): "spin on and off", ("on",): "spin on",
+                (): "no: ci/qualify only"}[tuple(spins)]
+
+    out = ["| config | triple | QEMU | ABI | 64-bit atomics | plain in ci/test | TSan | ASan | UBSan |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for name, t in TARGETS.items():
-        out.append("| %s | %s | %s | %d-bit %s-endian | %s | %s | %s | %s |" % (
+        out.append("| %s | %s | %s | %d-bit %s-endian | %s | %s | %s | %s | %s |" % (
             name + (" (host)" if name == HOST else ""), t.triple,
             t.qemu or ("native" if name == HOST else "none: the host kernel runs it"
                        + ("; %s where it will not" % os.path.basename(t.qemu_fallback)
                           if t.qemu_fallback else "")),
             t.bits, "big" if t.big_endian else "little",
             "lock-free" if t.lockfree64 else "none: 32-bit layouts only",
-            san_cell(t, "tsan"), san_cell(t, "asan"), san_cell(t, "ubsan")))
+            test_cell(name), san_cell(t, "tsan"), san_cell(t, "asan"), san_cell(t, "ubsan")))
     return "\n".join(out) + "\n"
 
 
@@ -286,6 +312,11 @@ def sanity():
         for s, where in t.sanitizers.items():
             if s not in SANITIZERS or where not in ("test", "qualify"):
                 bad("sanitizers: %s: %s" % (s, where))
+        if sorted(t.plain_cells) != ["off", "on"] or \
+                any(w not in ("test", "qualify") for w in t.plain_cells.values()):
+            bad("plain_cells must map on and off to test or qualify: %s" % t.plain_cells)
+        if name == HOST and t.plain_cells != {"on": "test", "off": "test"}:
+            bad("ci/test runs the host's plain cells in both spin modes (the model checker, the host TSan cells)")
         if t.linker not in ("lld", "bfd"):
             bad("linker must be lld or bfd")
         if name == HOST and t.qemu is not None:
