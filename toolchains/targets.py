@@ -53,14 +53,14 @@ NOSPIN = "--define=rwsem_spin=off"
 # The model checker (tests tagged host_only) emulates C++'s memory model,
 # not the target's, so it runs in the host's plain cells only: not again
 # under every QEMU target, nor under a sanitizer (its threads are coroutines).
-NOT_HOST_ONLY = "--test_tag_filters=-host_only --build_tests_only"
+HOST_ONLY = "host_only"
 # Tests tagged process_per_test start a child process per test case (death
 # tests). Under QEMU with TSan each start costs 10-25 s, so the debug-mode
 # death tests alone took 8 of aarch64+tsan's 11 minutes. ci/test leaves them
 # out of TSan cells under an emulator: they check misuse diagnostics, which
 # TSan adds nothing to, and run in ci/test natively under TSan and on every
 # emulated target without it. ci/qualify runs them everywhere.
-NOT_HOST_ONLY_NOR_PROCESS_PER_TEST = "--test_tag_filters=-host_only,-process_per_test --build_tests_only"
+PROCESS_PER_TEST = "process_per_test"
 
 
 def load(path=os.path.join(HERE, "targets.bzl")):
@@ -128,8 +128,7 @@ def plain_cell_spins(name, where="qualify"):
 def cell(name, san="none", spin="on", layout="", where="qualify"):
     """(bazel flags, what to test) of one cell; with a layout, only that
     layout's typed tests (--test_filter=*/LAYOUT.*). where="test" drops what
-    ci/test leaves to ci/qualify inside a cell (see
-    NOT_HOST_ONLY_NOR_PROCESS_PER_TEST)."""
+    ci/test leaves to ci/qualify inside a cell (see PROCESS_PER_TEST)."""
     t = row(name)
     if san != "none" and san not in t.sanitizers:
         die("sanitizer %s does not run on %s (valid there: none %s)"
@@ -141,10 +140,14 @@ def cell(name, san="none", spin="on", layout="", where="qualify"):
         flags.append("--config=" + san)
     if spin == "off":
         flags.append(NOSPIN)
+    skipped_tags = []
+    if name != HOST or san != "none":
+        skipped_tags.append(HOST_ONLY)
     if where == "test" and san == "tsan" and name != HOST:
-        flags.append(NOT_HOST_ONLY_NOR_PROCESS_PER_TEST)
-    elif name != HOST or san != "none":
-        flags.append(NOT_HOST_ONLY)
+        skipped_tags.append(PROCESS_PER_TEST)
+    if skipped_tags:
+        flags += ["--test_tag_filters=" + ",".join("-" + tag for tag in skipped_tags),
+                  "--build_tests_only"]
     what = "//..."
     test_filter = "*" if layout else ""
     if san == "asan" and asan_single_threaded(t):
@@ -252,8 +255,7 @@ def readme_table():
 
     def test_cell(name):
         spins = plain_cell_spins(name, "test")
-        return {("on", "off"): "spin on and off", ("on",): "spin on",
-                (): "no: ci/qualify only"}[tuple(spins)]
+        return "spin " + " and ".join(spins) if spins else "no: ci/qualify only"
 
     out = ["| config | triple | QEMU | ABI | 64-bit atomics | plain in ci/test | TSan | ASan | UBSan |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -363,10 +365,14 @@ def emulator(name):
 
 
 def fallbacks():
-    """The qemu_fallback emulators this host needs."""
-    return [row(n).qemu_fallback for n in TARGETS
-            if n != HOST and row(n).qemu is None and row(n).qemu_fallback
-            and loader(row(n)) and not kernel_runs(loader(row(n)))]
+    """The qemu_fallback emulators this host needs: emulator()'s choice
+    wherever it fell back."""
+    needed = []
+    for name in TARGETS:
+        kind, binary = emulator(name)
+        if kind == "qemu" and binary == row(name).qemu_fallback:
+            needed.append(binary)
+    return needed
 
 
 def runner(prog):
