@@ -90,7 +90,13 @@ TYPED_TEST(Spinning, SpinnerStopsWhenOwnerParks) {
   // b does not spin, so the owner of a parks on it at once.
   rwsem::Options no_spin;
   no_spin.spin_budget = std::chrono::nanoseconds(0);
-  typename TestFixture::Lock a, b(no_spin);
+  // a has no handoff timer during the test: W, once queued, leaves its
+  // sleep only when woken. With the 4 ms timer, a timer expiry that races
+  // the owner's unlock let W take the lock with no woken sleep at all
+  // (seen once under qemu-ppc64le, where the release took longer).
+  rwsem::Options no_handoff_timer;
+  no_handoff_timer.handoff_timeout = std::chrono::seconds(10);
+  typename TestFixture::Lock a(no_handoff_timer), b(no_spin);
   const auto before = rwsem::lock_events_snapshot();
   std::atomic<bool> b_held{false}, owner_done{false};
   ThreadGroup g;
