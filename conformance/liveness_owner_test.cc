@@ -459,11 +459,15 @@ TYPED_TEST(OwnerLiveness, UpReadByAnotherThreadWakesAQueuedWriter) {
 
 // ---- 6a. no spinning on a lock that is owed to a waiter ------------------------
 //
-// Owner O holds the write lock and keeps running (a busy loop). Writer W is
-// queued and, once its handoff timeout has passed (fake clock), owns
-// HANDOFF. A third writer T arriving now cannot get the lock before W, so
-// spinning on O is wasted: T must queue at once instead of spinning until O
-// lets go. Spin budget: one hour, so that only the HANDOFF rule can stop T.
+// Owner O holds the write lock and keeps running (a busy loop). Writer T
+// spins on O (spin budget: one hour, so that only the HANDOFF rule can stop
+// it). Writer W then queues without spinning and, once its handoff timeout
+// has passed (fake clock), owns HANDOFF. T cannot get the lock before W
+// now, so spinning on O is wasted: T must leave the spin and queue behind W
+// instead of spinning until O lets go. (A locker that arrives while W is
+// queued does not start spinning at all: can_spin_on_owner() refuses while
+// WAITERS is set. So a spinner that was already spinning is the only one
+// that can meet HANDOFF.)
 //
 // The event check uses `opt_handoff_stop` ("spins stopped because a waiter is
 // owed the lock") when lock_events.h has it, and otherwise reports it
@@ -482,7 +486,7 @@ std::uint64_t handoff_stops(const rwsem::LockEventSnapshot& d) {
 TYPED_TEST(OwnerLiveness, SpinnerDoesNotSpinWhileHandoffIsOwed) {
   using B = typename TestFixture::B;
   if (!rwsem::kSpinCompiledIn) GTEST_SKIP() << "spinning compiled out";
-  ScopedSpinBudget budget(0ns);  // W queues at once, no spinning on O
+  ScopedSpinBudget budget(std::chrono::hours(1));  // T spins until a rule stops it
   rwsem::testing::FakeHandoffClock clock;
   typename TestFixture::Lock sem(rwsem::Options{kHandoff});
   std::atomic<bool> o_holding{false}, o_release{false};
@@ -500,6 +504,15 @@ TYPED_TEST(OwnerLiveness, SpinnerDoesNotSpinWhileHandoffIsOwed) {
   ASSERT_TRUE(eventually(sem, [&] { return o_holding.load(); }, "O holds the lock"));
   g.spawn([&] {
     sem.down_write();
+    t_order = ++order;
+    sem.up_write();
+  });  // T
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::spinning(sem); }, "T spins on O"));
+
+  budget.set(0ns);  // W queues at once (T's budget was read when it started)
+  const auto before = rwsem::lock_events_snapshot();
+  g.spawn([&] {
+    sem.down_write();
     w_order = ++order;
     sem.up_write();
   });  // W
@@ -508,23 +521,16 @@ TYPED_TEST(OwnerLiveness, SpinnerDoesNotSpinWhileHandoffIsOwed) {
   Peer::wake(sem);  // W retries, finds its timeout passed, claims HANDOFF
   ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); }, "W owns HANDOFF"));
 
-  budget.set(std::chrono::hours(1));
-  const auto before = rwsem::lock_events_snapshot();
   const auto t_start = Clock::now();
-  g.spawn([&] {
-    sem.down_write();
-    t_order = ++order;
-    sem.up_write();
-  });  // T
   const auto limit = scaled(300ms);
   bool t_queued = false;
   bool seen_spinning = false;
   while (Clock::now() - t_start < limit) {
-    seen_spinning = seen_spinning || Peer::spinning(sem);
     if (Peer::queue_length(sem) == 2) {
       t_queued = true;
       break;
     }
+    seen_spinning = true;  // still not queued: T is still in its spin
     nap(100us);
   }
   const auto t_queue = Clock::now() - t_start;
@@ -534,8 +540,8 @@ TYPED_TEST(OwnerLiveness, SpinnerDoesNotSpinWhileHandoffIsOwed) {
   g.join();
   const auto d = rwsem::lock_events_snapshot() - before;
   std::printf(
-      "  [%s] third writer against a HANDOFF lock with a running owner: %s after "
-      "%.2f ms (limit %.0f ms), seen in the spin queue: %s; events: %s\n",
+      "  [%s] spinning writer once HANDOFF is owed to a queued writer: %s after "
+      "%.2f ms (limit %.0f ms), still spinning at the first look: %s; events: %s\n",
       TypeParam::kName, t_queued ? "queued" : "STILL NOT QUEUED", ms(t_queue), ms(limit),
       seen_spinning ? "yes" : "no", events_str(d).c_str());
   EXPECT_TRUE(t_queued) << "T spun on the running owner for " << ms(t_queue)
@@ -699,6 +705,68 @@ TYPED_TEST(OwnerLiveness, NewReaderQueuesBehindQueuedWriterSpin5us) {
 }
 TYPED_TEST(OwnerLiveness, NewReaderQueuesBehindQueuedWriterSpin20us) {
   reader_does_not_pass_queued_writer<TypeParam>(20us);
+}
+
+// The same rule for a reader that was already spinning when the writer
+// queued (a locker that arrives while WAITERS is set does not start
+// spinning, so this is the spinner that can meet it). Writer O holds the
+// lock and runs; reader R spins on it; writer W queues; O downgrades to a
+// read lock. R now sees a reader-owned lock with a writer queued: it must
+// leave its spin and queue behind W, not join O's read lock.
+TYPED_TEST(OwnerLiveness, SpinningReaderQueuesWhenTheLockTurnsReaderOwnedPastAQueuedWriter) {
+  using B = typename TestFixture::B;
+  if (!rwsem::kSpinCompiledIn) GTEST_SKIP() << "spinning compiled out";
+  ScopedSpinBudget budget(std::chrono::hours(1));  // R spins until a rule stops it
+  rwsem::Options o;
+  o.handoff_timeout = std::chrono::seconds(10);  // no handoff during the test
+  typename TestFixture::Lock sem(o);
+  std::atomic<bool> o_holding{false}, o_downgrade{false}, o_release{false};
+  std::atomic<bool> r_in{false}, w_in{false};
+  ThreadGroup g;
+  g.spawn([&] {  // O
+    sem.down_write();
+    o_holding = true;
+    const auto end = Clock::now() + hang_limit();
+    while (!o_downgrade.load(std::memory_order_relaxed) && Clock::now() < end)
+      rwsem::arch::cpu_relax();  // a running owner: R keeps spinning
+    sem.downgrade_write();
+    while (!o_release.load()) nap(100us);
+    sem.up_read();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return o_holding.load(); }, "O holds the lock"));
+  const auto before = rwsem::lock_events_snapshot();
+  g.spawn([&] {  // R
+    sem.down_read();
+    r_in = true;
+    sem.up_read();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::spinning(sem); }, "R spins on O"));
+  budget.set(0ns);  // W queues at once (R's budget was read when it started)
+  g.spawn([&] {  // W
+    sem.down_write();
+    w_in = true;
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "W queued"));
+  o_downgrade = true;
+  ASSERT_TRUE(eventually(sem, [&] { return r_in.load() || Peer::queue_length(sem) == 2; },
+                         "R queued or in"));
+  const bool reader_in = r_in.load();
+  const auto readers_after = B::reader_count(sem.count());
+  const auto d = rwsem::lock_events_snapshot() - before;
+  const std::string state = lock_state(sem);
+  o_release = true;
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load() && r_in.load(); }, "W and R got the lock"));
+  g.join();
+  std::printf(
+      "  [%s] spinning reader when the lock turns reader-owned with a writer queued: %s; "
+      "read count %llu; events: %s\n",
+      TypeParam::kName, reader_in ? "JOINED THE READ LOCK" : "queued",
+      static_cast<unsigned long long>(readers_after), events_str(d).c_str());
+  EXPECT_FALSE(reader_in) << "a spinning reader got in past the queued writer\n" << state;
+  EXPECT_EQ(readers_after, 1u) << "only O's read lock may be held\n" << state;
+  EXPECT_EQ(d[LockEvent::opt_rlock], 0u) << "a reader spun into a reader-owned lock";
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
 }  // namespace

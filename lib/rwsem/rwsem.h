@@ -731,10 +731,24 @@ class BasicRwSemaphore {
   bool spinning_enabled() const { return kSpinCompiledIn && spin_budget_ns() > 0; }
 
   // rwsem_can_spin_on_owner(): is spinning worth starting at all?
+  //
+  // Not while anyone sleeps in the queue (WAITERS; not a kernel rule). The
+  // kernel spins while the owner is on a CPU, which it can see; here a
+  // sleeping waiter is the best sign user space has that the lock has more
+  // takers than CPUs to run them (at most CPUs - 1 may spin, and a spin
+  // gives up only when the owner parks, HANDOFF is set or the budget is
+  // spent). A spinner then competes for a CPU with the owner it waits for
+  // and with the waiter an unlock just woke, and the lock it takes on
+  // release is one the woken waiter retries for in vain. Lockers that find
+  // WAITERS set still take a free lock (the fast paths, reader stealing,
+  // try_write_lock_unqueued()) and otherwise queue. A spin already under
+  // way when WAITERS is set goes on under the other rules. Measured effect:
+  // README, "Where the lock departs from the kernel".
   bool can_spin_on_owner() const {
     // acquire (kOwnerLoadOrder): the owner's record is initialised before we
     // read its parked flag (thread_record.h, "Publication").
     const Word c = count_.load(kOwnerLoadOrder);
+    if (B::has_waiters(c)) return false;
     if (B::is_write_locked(c)) {
       const std::uint64_t id = owner_of(c);
       return id == 0 ||
