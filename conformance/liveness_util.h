@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -166,6 +167,13 @@ template <class D>
 void busy_for(D d) {
   const auto end = Clock::now() + d;
   while (Clock::now() < end) rwsem::arch::cpu_relax();
+}
+
+// Busy-waits until `flag` is set, or the hang limit passes, without
+// sleeping: an owner that keeps running, so a spinner keeps spinning on it.
+inline void busy_until(const std::atomic<bool>& flag) {
+  const auto give_up = Clock::now() + hang_limit();
+  while (!flag.load(std::memory_order_relaxed) && Clock::now() < give_up) rwsem::arch::cpu_relax();
 }
 
 // "default", "off" or "5us": a spin budget as the tests print it.
