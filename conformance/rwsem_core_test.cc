@@ -313,6 +313,165 @@ TYPED_TEST(RwsemCore, ReaderHandoffAfterTimeout) {
   EXPECT_EQ(sem.count(), 0u) << "HANDOFF or WAITERS left: " << sem.describe();
 }
 
+// Read phases (rwsem.h): a reader granted by a wake-up that left a writer
+// queued opens a read phase. Within it, it may take the read lock again
+// past that writer while more readers hold the lock than could be running
+// (phantom readers stand in for granted readers still waiting for a CPU);
+// after it, rule 1 holds again and it queues behind the writer. The phase
+// runs on the fake handoff clock, so no step depends on how fast the
+// machine is. A lock without phases fails the first step; one whose phases
+// never end fails the second.
+TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
+  rwsem::testing::FakeHandoffClock clock;
+  // 4 ms handoff timeout: phases of 250 us; no spinning, so every wait queues.
+  typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
+  const std::int64_t holders = std::int64_t{Native::max_spinners()} + 1;
+  std::atomic<int> r_locks{0}, step{0};
+  std::atomic<bool> w_in{false};
+
+  sem.down_write();
+  ThreadGroup g;
+  g.spawn([&] {  // R
+    for (int i = 0; i < 3; ++i) {
+      sem.down_read();
+      r_locks++;
+      while (step.load() == i) std::this_thread::sleep_for(100us);
+      sem.up_read();
+    }
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R queued"));
+  g.spawn([&] {
+    sem.down_write();
+    w_in = true;
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W queued"));
+
+  sem.up_write();  // grants R, skipping W: R opens its read phase
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
+  Peer::add_phantom_readers(sem, holders);
+  step = 1;  // R leaves and asks again within its phase
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; },
+                         "R rejoined the readers past the queued writer within its phase"));
+  EXPECT_FALSE(w_in.load());
+  EXPECT_EQ(TestFixture::queued(sem), 1u) << lock_state(sem);
+
+  clock.advance(1ms);  // past R's phase, before W's handoff deadline
+  step = 2;            // R leaves and asks again: rule 1 queues it behind W
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; },
+                         "R queued behind W once its phase was over"));
+  EXPECT_EQ(r_locks.load(), 2) << lock_state(sem);
+
+  Peer::add_phantom_readers(sem, -holders);  // the last reader out wakes W
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 3; }, "R after W"));
+  step = 3;
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+// A read phase never joins a writer. While a writer holds the lock, the
+// count still shows readers: the fast-path biases of readers that failed
+// and have not backed out yet (phantom readers stand in for them). A phase
+// that tested only the reader count would let R in beside the writer.
+TYPED_TEST(RwsemCore, AReadPhaseNeverJoinsAWriter) {
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
+  const std::int64_t holders = std::int64_t{Native::max_spinners()} + 1;
+  std::atomic<int> r_locks{0}, step{0};
+  std::atomic<bool> w_in{false}, w_release{false};
+
+  sem.down_write();
+  ThreadGroup g;
+  g.spawn([&] {  // R
+    sem.down_read();
+    r_locks++;
+    while (step.load() < 1) std::this_thread::sleep_for(100us);
+    sem.up_read();  // the last reader out: wakes W
+    while (step.load() < 2) std::this_thread::sleep_for(100us);
+    sem.down_read();  // within its phase, but W holds the lock
+    r_locks++;
+    sem.up_read();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R queued"));
+  g.spawn([&] {
+    sem.down_write();
+    w_in = true;
+    while (!w_release.load()) std::this_thread::sleep_for(100us);
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W queued"));
+
+  sem.up_write();  // grants R, skipping W: R opens its read phase
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
+  step = 1;
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock after R"));
+  Peer::add_phantom_readers(sem, holders);  // failed readers' biases beside W
+  step = 2;
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; },
+                         "R queued behind the writer that holds the lock"));
+  EXPECT_EQ(r_locks.load(), 1) << "R got a read lock while W held the write lock\n"
+                               << lock_state(sem);
+
+  Peer::add_phantom_readers(sem, -holders);
+  w_release = true;
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; }, "R after W"));
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+// HANDOFF ends a read phase: the queued writer's wait stays bounded by its
+// handoff timeout. W has waited almost its timeout when R is granted, so
+// W's deadline passes while R's phase is still open; once W owns HANDOFF,
+// R must queue behind it. A phase that ignores HANDOFF lets R in again.
+TYPED_TEST(RwsemCore, HandoffEndsAReadPhase) {
+  using B = typename TestFixture::B;
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
+  const std::int64_t holders = std::int64_t{Native::max_spinners()} + 1;
+  std::atomic<int> r_locks{0}, step{0};
+  std::atomic<bool> w_in{false};
+
+  sem.down_write();
+  ThreadGroup g;
+  g.spawn([&] {  // R
+    for (int i = 0; i < 2; ++i) {
+      sem.down_read();
+      r_locks++;
+      while (step.load() == i) std::this_thread::sleep_for(100us);
+      sem.up_read();
+    }
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R queued"));
+  g.spawn([&] {
+    sem.down_write();
+    w_in = true;
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W queued"));
+
+  clock.advance(3900us);  // W has waited 3.9 ms of its 4
+  sem.up_write();         // grants R (phase until 4.15 ms), skipping W
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
+  Peer::add_phantom_readers(sem, holders);
+  clock.advance(200us);  // W is past its deadline; R's phase is still open
+  Peer::wake(sem);       // W retries and claims HANDOFF on the reader-owned lock
+  ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); }, "W owns HANDOFF"));
+
+  step = 1;  // R leaves and asks again: HANDOFF queues it behind W
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; },
+                         "R queued behind the writer that owns HANDOFF"));
+  EXPECT_EQ(r_locks.load(), 1) << lock_state(sem);
+  EXPECT_FALSE(w_in.load());
+
+  Peer::add_phantom_readers(sem, -holders);  // the last reader out wakes W
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; }, "R after W"));
+  step = 2;
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
 // Patch 10: a reader that finds READFAIL set backs out and sleeps, and is not
 // woken until all readers have left. Phantom readers stand in for 2^23 threads.
 TYPED_TEST(RwsemCore, ReadFailSleepsUntilReadersDrain) {

@@ -581,6 +581,22 @@ TYPED_TEST(ModelRwsemOnly, ReaderHandoffExhaustive) {
   EXPECT_GT(run.cov.event(LockEvent::rlock_handoff), 0u) << run.cov.text();
 }
 
+// Read phases: readers granted past a queued writer rejoin the lock while
+// other granted readers still hold it (one spinner allowed, so two other
+// holders are enough), then leave; the writer must still get the lock and
+// no waiter may be stranded. Without spinning every contended acquisition
+// queues, so the wake-ups that open phases are reached.
+TYPED_TEST(ModelRwsemOnly, ReadPhaseRejoin) {
+  using T = ModelRwsem<TypeParam>;
+  Config c;
+  const LockRun run = run_threads<T>(
+      random_runs(30000, 0x5800), Model<T>::label("read phase rejoin", c), c,
+      {{kWrite, kRead}, {kRead, kRead}, {kRead, kRead}, {kWrite, kWrite}, {kRead, kRead}},
+      /*max_spinners=*/1);
+  Model<T>::expect(run.result);
+  EXPECT_GT(run.cov.event(LockEvent::rlock_phase), 0u) << run.cov.text();
+}
+
 // Downgrade with readers and a writer queued: the downgrader wakes the
 // readers, which share the lock with it; the writer waits for all of them.
 TYPED_TEST(ModelRwsemOnly, DowngradeWithWaiters) {

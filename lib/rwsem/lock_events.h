@@ -19,6 +19,7 @@
   X(rlock_steal, "read locks stolen from a free lock with waiters queued") \
   X(rlock_fail, "read lock attempts that timed out")                       \
   X(rlock_handoff, "read lock handoffs started")                           \
+  X(rlock_phase, "read locks rejoined past waiters within a read phase")   \
   X(wlock, "write locks acquired in the slow path")                        \
   X(wlock_steal, "slow-path write locks stolen before queueing")           \
   X(wlock_fail, "write lock attempts that timed out")                      \

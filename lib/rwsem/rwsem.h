@@ -71,7 +71,8 @@
 //     waiter is queued (reader_may_join(); the kernel's "don't steal if the
 //     lock is very likely owned by readers"). Readers that keep overlapping
 //     would otherwise keep the count from ever reaching zero, and the queued
-//     writer would never be woken to claim HANDOFF.
+//     writer would never be woken to claim HANDOFF. (One exception, bounded
+//     by HANDOFF: "Read phases" below.)
 //  2. A queued writer sleeps at most until its handoff deadline, then wakes
 //     and retries, which sets HANDOFF if the lock is still held (the
 //     "handoff timer"; the kernel waits for an unlock to wake it).
@@ -79,6 +80,27 @@
 //     first waiter, and spinning only takes CPU from the owner and it.
 // A reader behind a writer stream gets HANDOFF from the waker that finds
 // the lock stolen once the reader has waited its handoff timeout.
+//
+// Read phases (not in the kernel)
+// -------------------------------
+// Rule 1 has one exception. The readers one wake-up grants hold the lock
+// from the grant on, but with more threads than CPUs most of them have not
+// run yet. The first of them to run finishes its section and, on its next
+// down_read(), finds its batch-mates still holding the lock and waiters
+// queued: rule 1 sends it back to sleep after one section, while the last
+// of the batch to run finds the lock free and steals it for a whole time
+// slice. The scheduler runs first whoever has had the least CPU, so the
+// same threads stay unlucky: at 32 threads on 2 CPUs single readers got a
+// hundredth of the others' share. So a reader granted by a wake-up that
+// left waiters queued opens a read phase on that lock for itself, of the
+// handoff timeout / kReadPhaseDivisor on the handoff clock; within it,
+// may_rejoin_read_phase() lets it join the readers past the queue while
+// more readers hold the lock than could be running beside it (some holder
+// is waiting for a CPU, not working), no writer holds it and HANDOFF and
+// READFAIL are clear. The bounds stay: HANDOFF ends every phase, so a
+// writer still waits at most its handoff timeout plus the sections in
+// progress; queued readers are not affected. The phase lives in the
+// thread's record, not in the lock: no word of the lock changes.
 //
 // Woken writer (WOKEN; not in the kernel, after absl's designated waker)
 // ----------------------------------------------------------------------
@@ -633,6 +655,9 @@ class BasicRwSemaphore {
       w = next;
     }
     RWSEM_EVENT_ADD(wake_reader, static_cast<std::uint64_t>(woken));
+    // Waiters stay queued (writers we skipped, or readers past the batch
+    // limit): the granted readers open read phases ("Read phases").
+    const bool phase = !queue_.empty();
 
     adjustment = static_cast<Word>(Word(woken) * B::kReaderBias - adjustment);
     if (queue_.empty()) adjustment -= Layout::kWaiters;
@@ -644,6 +669,7 @@ class BasicRwSemaphore {
     // bias had to be in the count first (the kernel's order, too).
     while (granted != nullptr) {
       Waiter* const next = granted->wake_next;  // granted may vanish below
+      granted->granted_in_phase = phase;  // before wake()'s release store of kWoken
       wakes.wake(granted);
       granted = next;
     }
@@ -821,6 +847,26 @@ class BasicRwSemaphore {
     return !(B::has_waiters(c) && B::has_readers(c));
   }
 
+  // May a reader within its read phase on this lock rejoin the readers in
+  // `c` past queued waiters ("Read phases" at the top)? Only while more
+  // readers hold the lock than could be running beside this one: then some
+  // holder waits for a CPU, which is the case the phase is for.
+  bool may_rejoin_read_phase(Word c) const {
+    if (B::is_write_locked(c) || B::has_handoff(c) || B::is_read_fail(c)) return false;
+    if (B::reader_count(c) <= Platform::max_spinners()) return false;
+    const auto& me = Platform::current_thread();
+    return me.read_phase_lock == this && Platform::handoff_now_ns() < me.read_phase_end_ns;
+  }
+
+  // A reader granted by a wake-up that left waiters queued opens its read
+  // phase on this lock.
+  void open_read_phase(const Waiter& self) {
+    if (!self.granted_in_phase) return;
+    auto& me = Platform::current_thread();
+    me.read_phase_lock = this;
+    me.read_phase_end_ns = Platform::handoff_now_ns() + handoff_timeout_ns() / kReadPhaseDivisor;
+  }
+
   // A spinning reader takes the lock if reader_may_join() allows it.
   bool try_read_lock_spinning() {
     Word c = count_.load(std::memory_order_relaxed);
@@ -919,6 +965,13 @@ class BasicRwSemaphore {
       wake_readers_behind_us();
       return true;
     }
+    // Within its read phase a granted reader rejoins the readers of its
+    // batch; the same acquire fetch_add holds the lock.
+    if (RWSEM_UNLIKELY(may_rejoin_read_phase(c))) {
+      RWSEM_EVENT_INC(rlock_phase);
+      wake_readers_behind_us();
+      return true;
+    }
     // Back the bias out before queueing, so that it blocks no writer while
     // we wait for the wait lock ("Stop active read lock ASAP"; patch 10 for READFAIL).
     backout_reader_bias();
@@ -971,6 +1024,7 @@ class BasicRwSemaphore {
     } else {
       RWSEM_EVENT_INC(sleep_reader);
     }
+    open_read_phase(self);
     RWSEM_EVENT_INC(rlock);
     return true;
   }

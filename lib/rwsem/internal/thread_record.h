@@ -63,6 +63,11 @@ struct alignas(64) BasicThreadRecord {
   // See park() / unpark().
   typename P::template Atomic<std::uint32_t> sleep{0};
   static constexpr std::uint32_t kAwake = 0, kAsleep = 1;
+  // The read phase this thread may rejoin (rwsem.h, "Read phases"): the
+  // lock whose wake-up granted it a read lock, and the phase's end on the
+  // handoff clock. Only the thread itself reads or writes them.
+  const void* read_phase_lock = nullptr;
+  std::int64_t read_phase_end_ns = 0;
 };
 
 // The record an owner id names. Round-trips with BasicThreadRecord::owner_id.

@@ -69,6 +69,10 @@ struct Waiter {
   const WaiterType type;
   bool handoff_set = false;     // this waiter owns the HANDOFF bit; wait lock
   bool rt = false;              // SCHED_FIFO/RR writer: hands off at once
+  // Reader: granted by a wake-up that left waiters queued, so it opens a
+  // read phase (rwsem.h). Written by the waker before its release store of
+  // kWoken; read by this reader after its acquire load of it.
+  bool granted_in_phase = false;
   const std::int64_t enqueued_ns;          // handoff clock, for diagnostics
   const std::int64_t handoff_deadline_ns;  // handoff clock
   Record* const thread;
