@@ -97,7 +97,9 @@
 // may_rejoin_read_phase() lets it join the readers past the queue while
 // more readers hold the lock than could be running beside it (some holder
 // is waiting for a CPU, not working), no writer holds it and HANDOFF and
-// READFAIL are clear. The bounds stay: HANDOFF ends every phase, so a
+// READFAIL are clear. The reader count is a hint here: it also holds the
+// biases of readers whose fast path failed and that are about to back
+// out; nothing relies on it for safety or for a bound. The bounds stay: HANDOFF ends every phase, so a
 // writer still waits at most its handoff timeout plus the sections in
 // progress; queued readers are not affected. The phase lives in the
 // thread's record, not in the lock: no word of the lock changes.
@@ -423,7 +425,7 @@ class BasicRwSemaphore {
     std::uint32_t tid;
     std::int64_t waited_ns;  // on the handoff clock
     bool handoff_set;
-    bool sleeping;           // queued and not woken (state kWaiting)
+    bool sleeping;  // queued and not woken (state kWaiting)
   };
   // The queue, front first. Takes the wait lock; gives up and returns false
   // after `patience` if someone holds it (a watchdog must not hang).
@@ -747,10 +749,10 @@ class BasicRwSemaphore {
   // reader-owned limit.
 
   enum OwnerState : int {
-    kOwnerNull = 1,           // nobody holds the lock
-    kOwnerWriter = 2,         // a writer holds it (or the owner changed)
-    kOwnerReader = 4,         // readers (may) hold it
-    kOwnerNonSpinnable = 8,   // stop: owner parked, budget spent, handoff...
+    kOwnerNull = 1,  // nobody holds the lock
+    kOwnerWriter = 2,  // a writer holds it (or the owner changed)
+    kOwnerReader = 4,  // readers (may) hold it
+    kOwnerNonSpinnable = 8,  // stop: owner parked, budget spent, handoff...
   };
   static constexpr int kOwnerSpinnable = kOwnerNull | kOwnerWriter | kOwnerReader;
 
@@ -891,7 +893,7 @@ class BasicRwSemaphore {
     }
     const bool rt = Platform::current_thread_is_realtime();
     int prev = kOwnerNull;
-    unsigned loop = 0;   // iterations on a reader-owned lock
+    unsigned loop = 0;  // iterations on a reader-owned lock
     unsigned spins = 0;  // all iterations; the clock is read every 16th
     std::int64_t reader_deadline = 0;
     bool taken = false;
@@ -1196,7 +1198,7 @@ class BasicRwSemaphore {
   Atomic<Word> count_{0};
   Atomic<std::uintptr_t> owner_{0};
   internal::WaitQueue<Platform> queue_ RWSEM_GUARDED_BY(wait_lock_);
-  internal::SpinQueue<Platform> osq_;    // optimistic spinners
+  internal::SpinQueue<Platform> osq_;  // optimistic spinners
   internal::BasicWaitLock<Platform> wait_lock_;
   std::uint32_t config_ = ~0u;
 };
