@@ -35,6 +35,19 @@ class RwsemCore : public ::testing::Test {
     std::vector<typename Lock::WaiterInfo> ws;
     return s.waiters(&ws) && !ws.empty() && ws.front().sleeping;
   }
+  // Read phases: with the caller holding the write lock, starts reader R
+  // and then writer W, each once the one before it is queued, so that the
+  // caller's up_write() grants R and skips W, which stays queued.
+  template <class R, class W>
+  static ::testing::AssertionResult queue_reader_then_writer(Lock& s, ThreadGroup& g, R r, W w) {
+    g.spawn(r);
+    if (auto q = eventually(s, [&] { return queued(s) == 1; }, "R queued"); !q) return q;
+    g.spawn(w);
+    return eventually(s, [&] { return queued(s) == 2; }, "W queued");
+  }
+  // Phantom readers that make a rejoin possible: more holders than could
+  // be running beside R.
+  static std::int64_t phase_holders() { return std::int64_t{Native::max_spinners()} + 1; }
 };
 TYPED_TEST_SUITE(RwsemCore, AllLayouts, LayoutNames);
 
@@ -325,27 +338,24 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   rwsem::testing::FakeHandoffClock clock;
   // 4 ms handoff timeout: phases of 250 us; no spinning, so every wait queues.
   typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
-  const std::int64_t holders = std::int64_t{Native::max_spinners()} + 1;
+  const std::int64_t holders = TestFixture::phase_holders();
   std::atomic<int> r_locks{0}, step{0};
   std::atomic<bool> w_in{false};
 
   sem.down_write();
   ThreadGroup g;
-  g.spawn([&] {  // R
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(sem, g, [&] {
     for (int i = 0; i < 3; ++i) {
       sem.down_read();
       r_locks++;
       while (step.load() == i) std::this_thread::sleep_for(100us);
       sem.up_read();
     }
-  });
-  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R queued"));
-  g.spawn([&] {
+  }, [&] {
     sem.down_write();
     w_in = true;
     sem.up_write();
-  });
-  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W queued"));
+  }));
 
   sem.up_write();  // grants R, skipping W: R opens its read phase
   ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
@@ -377,13 +387,13 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
 TYPED_TEST(RwsemCore, AReadPhaseNeverJoinsAWriter) {
   rwsem::testing::FakeHandoffClock clock;
   typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
-  const std::int64_t holders = std::int64_t{Native::max_spinners()} + 1;
+  const std::int64_t holders = TestFixture::phase_holders();
   std::atomic<int> r_locks{0}, step{0};
   std::atomic<bool> w_in{false}, w_release{false};
 
   sem.down_write();
   ThreadGroup g;
-  g.spawn([&] {  // R
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(sem, g, [&] {
     sem.down_read();
     r_locks++;
     while (step.load() < 1) std::this_thread::sleep_for(100us);
@@ -392,15 +402,12 @@ TYPED_TEST(RwsemCore, AReadPhaseNeverJoinsAWriter) {
     sem.down_read();  // within its phase, but W holds the lock
     r_locks++;
     sem.up_read();
-  });
-  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R queued"));
-  g.spawn([&] {
+  }, [&] {
     sem.down_write();
     w_in = true;
     while (!w_release.load()) std::this_thread::sleep_for(100us);
     sem.up_write();
-  });
-  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W queued"));
+  }));
 
   sem.up_write();  // grants R, skipping W: R opens its read phase
   ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
@@ -428,27 +435,24 @@ TYPED_TEST(RwsemCore, HandoffEndsAReadPhase) {
   using B = typename TestFixture::B;
   rwsem::testing::FakeHandoffClock clock;
   typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
-  const std::int64_t holders = std::int64_t{Native::max_spinners()} + 1;
+  const std::int64_t holders = TestFixture::phase_holders();
   std::atomic<int> r_locks{0}, step{0};
   std::atomic<bool> w_in{false};
 
   sem.down_write();
   ThreadGroup g;
-  g.spawn([&] {  // R
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(sem, g, [&] {
     for (int i = 0; i < 2; ++i) {
       sem.down_read();
       r_locks++;
       while (step.load() == i) std::this_thread::sleep_for(100us);
       sem.up_read();
     }
-  });
-  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "R queued"));
-  g.spawn([&] {
+  }, [&] {
     sem.down_write();
     w_in = true;
     sem.up_write();
-  });
-  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W queued"));
+  }));
 
   clock.advance(3900us);  // W has waited 3.9 ms of its 4
   sem.up_write();         // grants R (phase until 4.15 ms), skipping W
