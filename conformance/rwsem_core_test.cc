@@ -380,6 +380,51 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
+// A rejoin needs a holder that cannot be running: with only as many other
+// readers holding the lock as there are other CPUs, they may all be
+// working, and R, although within its phase, queues behind W as rule 1
+// says. A phase that ignores the holder count (or counts one too few) lets
+// R in.
+TYPED_TEST(RwsemCore, AReadPhaseNeedsAHolderThatCannotBeRunning) {
+  if (Native::max_spinners() == 0)
+    GTEST_SKIP() << "one CPU: any other holder may be waiting for it, so no count is too few";
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
+  const std::int64_t holders = TestFixture::phase_holders() - 1;  // one too few
+  std::atomic<int> r_locks{0}, step{0};
+  std::atomic<bool> w_in{false};
+
+  sem.down_write();
+  ThreadGroup g;
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(sem, g, [&] {
+    for (int i = 0; i < 2; ++i) {
+      sem.down_read();
+      r_locks++;
+      while (step.load() == i) std::this_thread::sleep_for(100us);
+      sem.up_read();
+    }
+  }, [&] {
+    sem.down_write();
+    w_in = true;
+    sem.up_write();
+  }));
+
+  sem.up_write();  // grants R, skipping W: R opens its read phase
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
+  Peer::add_phantom_readers(sem, holders);
+  step = 1;  // R leaves and asks again within its phase
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; },
+                         "R queued behind W: every other holder may be running"));
+  EXPECT_EQ(r_locks.load(), 1) << lock_state(sem);
+
+  Peer::add_phantom_readers(sem, -holders);  // the last reader out wakes W
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; }, "R after W"));
+  step = 2;
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
 // A read phase never joins a writer. While a writer holds the lock, the
 // count still shows readers: the fast-path biases of readers that failed
 // and have not backed out yet (phantom readers stand in for them). A phase
