@@ -854,10 +854,11 @@ class BasicRwSemaphore {
   // readers hold the lock than could be running beside this one: then some
   // holder waits for a CPU, which is the case the phase is for.
   bool may_rejoin_read_phase(Word c) const {
+    const auto& me = Platform::current_thread();
+    if (me.read_phase_lock != this) return false;  // most failed readers: no phase here
     if (B::is_write_locked(c) || B::has_handoff(c) || B::is_read_fail(c)) return false;
     if (B::reader_count(c) <= Platform::max_spinners()) return false;
-    const auto& me = Platform::current_thread();
-    return me.read_phase_lock == this && Platform::handoff_now_ns() < me.read_phase_end_ns;
+    return Platform::handoff_now_ns() < me.read_phase_end_ns;
   }
 
   // A reader granted by a wake-up that left waiters queued opens its read
@@ -968,10 +969,15 @@ class BasicRwSemaphore {
       return true;
     }
     // Within its read phase a granted reader rejoins the readers of its
-    // batch; the same acquire fetch_add holds the lock.
+    // batch; the same acquire fetch_add holds the lock. Unlike a steal it
+    // wakes nobody: as in the kernel, only the first reader in lets the
+    // queued readers follow it (rwsem_down_read_slowpath(), rcnt == 1), and
+    // a rejoin always finds other holders. Trying the wait lock here would
+    // cost an RMW on the count's cache line per rejoin, for a queue whose
+    // front is almost always the writer that the phase overtakes, which a
+    // reader wake-up never wakes.
     if (RWSEM_UNLIKELY(may_rejoin_read_phase(c))) {
       RWSEM_EVENT_INC(rlock_phase);
-      wake_readers_behind_us();
       return true;
     }
     // Back the bias out before queueing, so that it blocks no writer while
