@@ -943,9 +943,19 @@ class BasicRwSemaphore {
   // A reader that got the lock outside the queue (by spinning or stealing)
   // opportunistically lets queued readers join it; an unlock would
   // otherwise wake them later. Caller holds a read lock.
+  //
+  // Not while WOKEN is set: then the first waiter is a writer (invariant
+  // W), and a reader wake-up (kReadOwned) wakes nobody behind a writer at
+  // the front. That is the usual case: a reader steals a free lock with
+  // waiters queued mostly between the last unlock waking the front writer
+  // and that writer's retry. Trying the wait lock there is an RMW on the
+  // count's cache line that grants nothing.
   void wake_readers_behind_us() {
-    // relaxed: a hint; mark_wake() decides under the wait lock.
-    if (B::has_waiters(count_.load(std::memory_order_relaxed)) && wait_lock_.try_lock()) {
+    // relaxed: a hint; mark_wake() decides under the wait lock. A stale
+    // WOKEN only delays the grant to the last reader's unlock, which wakes
+    // the queue whenever WOKEN is clear (must_wake()).
+    const Word c = count_.load(std::memory_order_relaxed);
+    if (B::has_waiters(c) && !B::has_woken_writer(c) && wait_lock_.try_lock()) {
       WakeList wakes;
       if (!queue_.empty()) mark_wake(WakeType::kReadOwned, wakes);
       wait_lock_.unlock();
