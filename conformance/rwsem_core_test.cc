@@ -48,6 +48,26 @@ class RwsemCore : public ::testing::Test {
   // Phantom readers that make a rejoin possible: more holders than could
   // be running beside R.
   static std::int64_t phase_holders() { return std::int64_t{Native::max_spinners()} + 1; }
+  // Reader R of the read-phase tests: takes the read lock `n` times and
+  // holds the i-th until `step` moves past i; `locks` counts its entries.
+  static auto stepping_reader(Lock& s, int n, std::atomic<int>& locks, std::atomic<int>& step) {
+    return [&s, n, &locks, &step] {
+      for (int i = 0; i < n; ++i) {
+        s.down_read();
+        locks++;
+        while (step.load() == i) std::this_thread::sleep_for(100us);
+        s.up_read();
+      }
+    };
+  }
+  // Writer W of the read-phase tests: takes the write lock once.
+  static auto writer_once(Lock& s, std::atomic<bool>& in) {
+    return [&s, &in] {
+      s.down_write();
+      in = true;
+      s.up_write();
+    };
+  }
 };
 TYPED_TEST_SUITE(RwsemCore, AllLayouts, LayoutNames);
 
@@ -344,18 +364,9 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
 
   sem.down_write();
   ThreadGroup g;
-  ASSERT_TRUE(TestFixture::queue_reader_then_writer(sem, g, [&] {
-    for (int i = 0; i < 3; ++i) {
-      sem.down_read();
-      r_locks++;
-      while (step.load() == i) std::this_thread::sleep_for(100us);
-      sem.up_read();
-    }
-  }, [&] {
-    sem.down_write();
-    w_in = true;
-    sem.up_write();
-  }));
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(
+      sem, g, TestFixture::stepping_reader(sem, 3, r_locks, step),
+      TestFixture::writer_once(sem, w_in)));
 
   sem.up_write();  // grants R, skipping W: R opens its read phase
   ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
@@ -396,18 +407,9 @@ TYPED_TEST(RwsemCore, AReadPhaseNeedsAHolderThatCannotBeRunning) {
 
   sem.down_write();
   ThreadGroup g;
-  ASSERT_TRUE(TestFixture::queue_reader_then_writer(sem, g, [&] {
-    for (int i = 0; i < 2; ++i) {
-      sem.down_read();
-      r_locks++;
-      while (step.load() == i) std::this_thread::sleep_for(100us);
-      sem.up_read();
-    }
-  }, [&] {
-    sem.down_write();
-    w_in = true;
-    sem.up_write();
-  }));
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(
+      sem, g, TestFixture::stepping_reader(sem, 2, r_locks, step),
+      TestFixture::writer_once(sem, w_in)));
 
   sem.up_write();  // grants R, skipping W: R opens its read phase
   ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
@@ -486,18 +488,9 @@ TYPED_TEST(RwsemCore, HandoffEndsAReadPhase) {
 
   sem.down_write();
   ThreadGroup g;
-  ASSERT_TRUE(TestFixture::queue_reader_then_writer(sem, g, [&] {
-    for (int i = 0; i < 2; ++i) {
-      sem.down_read();
-      r_locks++;
-      while (step.load() == i) std::this_thread::sleep_for(100us);
-      sem.up_read();
-    }
-  }, [&] {
-    sem.down_write();
-    w_in = true;
-    sem.up_write();
-  }));
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(
+      sem, g, TestFixture::stepping_reader(sem, 2, r_locks, step),
+      TestFixture::writer_once(sem, w_in)));
 
   clock.advance(3900us);  // W has waited 3.9 ms of its 4
   sem.up_write();         // grants R (phase until 4.15 ms), skipping W
