@@ -514,6 +514,86 @@ TYPED_TEST(RwsemCore, HandoffEndsAReadPhase) {
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
+// A read phase stops at READFAIL: with the reader count full, R within its
+// phase must back out and queue like any reader, not add one more bias to
+// a count with no room for it. Phantom readers fill the count. A phase
+// that tests only the reader count lets R in past the guard bit.
+TYPED_TEST(RwsemCore, AReadPhaseStopsAtReadFail) {
+  using B = typename TestFixture::B;
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
+  const std::int64_t full = static_cast<std::int64_t>(B::kMaxReaders);
+  std::atomic<int> r_locks{0}, step{0};
+  std::atomic<bool> w_in{false};
+
+  sem.down_write();
+  ThreadGroup g;
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(
+      sem, g, TestFixture::stepping_reader(sem, 2, r_locks, step),
+      TestFixture::writer_once(sem, w_in)));
+
+  sem.up_write();  // grants R, skipping W: R opens its read phase
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
+  Peer::add_phantom_readers(sem, full);
+  ASSERT_TRUE(B::is_read_fail(sem.count())) << sem.describe();
+  step = 1;  // R leaves and asks again within its phase: READFAIL queues it
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; },
+                         "R queued: the reader count is full"));
+  EXPECT_EQ(r_locks.load(), 1) << lock_state(sem);
+  EXPECT_EQ(B::reader_count(sem.count()), B::kMaxReaders) << "R left its bias in a full count\n"
+                                                          << lock_state(sem);
+
+  Peer::add_phantom_readers(sem, -full);  // the last readers out wake W
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; }, "R after W"));
+  step = 2;
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
+// A read phase is for the lock whose wake-up granted it. R, granted past
+// W on lock A, asks for lock B within that phase, where readers (phantom)
+// hold B and writer V is queued: rule 1 holds on B, and R queues behind V.
+// A phase that forgets which lock opened it lets R in on B.
+TYPED_TEST(RwsemCore, AReadPhaseIsForTheLockThatGrantedIt) {
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock a(rwsem::Options{4ms, 0ns}), b(rwsem::Options{4ms, 0ns});
+  const std::int64_t holders = TestFixture::phase_holders();
+  std::atomic<int> r_locks{0}, step{0};
+  std::atomic<bool> w_in{false}, v_in{false}, r_in_b{false};
+
+  a.down_write();
+  ThreadGroup g;
+  ASSERT_TRUE(TestFixture::queue_reader_then_writer(a, g, [&] {
+    a.down_read();
+    r_locks++;
+    while (step.load() < 1) std::this_thread::sleep_for(100us);
+    a.up_read();  // the last reader out of A: wakes W
+    b.down_read();
+    r_in_b = true;
+    b.up_read();
+  }, TestFixture::writer_once(a, w_in)));
+
+  Peer::add_phantom_readers(b, holders);
+  g.spawn(TestFixture::writer_once(b, v_in));
+  ASSERT_TRUE(eventually(b, [&] { return TestFixture::queued(b) == 1; }, "V queued on B"));
+
+  a.up_write();  // grants R on A, skipping W: R opens its read phase on A
+  ASSERT_TRUE(eventually(a, [&] { return r_locks.load() == 1; }, "R granted on A"));
+  step = 1;  // R leaves A and asks for B within its phase on A
+  ASSERT_TRUE(eventually(b, [&] { return TestFixture::queued(b) == 2; },
+                         "R queued behind V on B: its phase is on A"));
+  EXPECT_FALSE(r_in_b.load()) << lock_state(b);
+  ASSERT_TRUE(eventually(a, [&] { return w_in.load(); }, "W got A after R"));
+
+  Peer::add_phantom_readers(b, -holders);  // the last readers out of B wake V
+  ASSERT_TRUE(eventually(b, [&] { return v_in.load(); }, "V got B"));
+  ASSERT_TRUE(eventually(b, [&] { return r_in_b.load(); }, "R got B after V"));
+  g.join();
+  EXPECT_EQ(a.count(), 0u) << a.describe();
+  EXPECT_EQ(b.count(), 0u) << b.describe();
+}
+
 // Patch 10: a reader that finds READFAIL set backs out and sleeps, and is not
 // woken until all readers have left. Phantom readers stand in for 2^23 threads.
 TYPED_TEST(RwsemCore, ReadFailSleepsUntilReadersDrain) {
