@@ -83,6 +83,18 @@ def check_run(r, scenario, gate, err):
         err("Jain's index %s outside (0, 1]" % r["jain"])
     if not r["cpu_s"] > 0:
         err("CPU time %s" % r["cpu_s"])
+    cpu = r["thread_cpu_s"]
+    if len(cpu) != r["threads"] or min(cpu) < 0:
+        err("per-thread CPU times %s" % cpu)
+        return
+    if not close(sum(cpu), r["cpu_s"], 1e-6):
+        err("per-thread CPU times add up to %g, cpu_s says %g" % (sum(cpu), r["cpu_s"]))
+    for role in ops:
+        mine = [c for c, x in zip(cpu, r["roles"]) if x == role]
+        q = min(mine) / max(mine) if max(mine) > 0 else None
+        got = r["by_role"][role]["cpu_min_max"]
+        if (q is None) != (got is None) or (q is not None and not close(got, q, 1e-6)):
+            err("role %s CPU Min/Max %s, per-thread times say %s" % (role, got, q))
     if r["ctx_switches"] < 0:
         err("negative context switches")
 

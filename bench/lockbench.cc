@@ -430,6 +430,7 @@ struct RunResult {
   double window = 0, elapsed = 0;
   std::string roles;  // per thread
   std::vector<std::uint64_t> reads, writes;
+  std::vector<double> cpu_s;  // per thread: CPU time in the window
   std::uint64_t violations = 0;
   Usage usage;                  // summed over the worker threads
   std::map<char, Waits> waits;  // per role
@@ -453,6 +454,18 @@ struct RunResult {
       ++s.n;
     }
     return s;
+  }
+  // Min/Max over the role's threads of the CPU time each got in the window.
+  // Beside the ops Min/Max it tells a thread the lock kept waiting (ops low,
+  // CPU time not) from one the scheduler ran less (both low).
+  double cpu_min_max(char role) const {
+    double lo = INFINITY, hi = 0;
+    for (std::size_t t = 0; t < roles.size(); ++t) {
+      if (roles[t] != role) continue;
+      lo = std::min(lo, cpu_s[t]);
+      hi = std::max(hi, cpu_s[t]);
+    }
+    return hi > 0 ? lo / hi : NAN;
   }
   double kops(std::uint64_t ops) const { return elapsed > 0 ? ops / elapsed / 1000.0 : 0; }
   double rate_kops() const { return kops(total()); }
@@ -647,6 +660,7 @@ RunResult run_window(const char* name, const Workload& w, double window) {
   for (const auto& p : per) {
     r.reads.push_back(p.reads);
     r.writes.push_back(p.writes);
+    r.cpu_s.push_back(p.usage.cpu_s);
     r.violations += p.violations;
     r.usage.cpu_s += p.usage.cpu_s;
     r.usage.switches += p.usage.switches;
@@ -919,7 +933,7 @@ std::string role_line(const RunResult& r, char c) {
   os << pad(std::to_string(s.n), 3) << " " << role_name(c, true)
      << ", Iterations Min/Mean/Max = " << mmm(s) << ", wait p50/p99/p99.9 = " << kops_str(w.p50)
      << "/" << kops_str(w.p99) << "/" << kops_str(w.p999) << " ns (" << commas(w.samples)
-     << " samples)";
+     << " samples), CPU time Min/Max " << fixed(r.cpu_min_max(c), 2);
   return os.str();
 }
 
@@ -1140,11 +1154,16 @@ Json json_run(const RunResult& r) {
   o["cpu_s"] = jnum(r.usage.cpu_s);
   o["ctx_switches"] = std::uint64_t(r.usage.switches);
   o["violations"] = std::uint64_t(r.violations);
-  o["by_role"] = json_by_role(r, [&](char c) { return json_spread(r.spread(c)); });
+  o["by_role"] = json_by_role(r, [&](char c) {
+    Json j = json_spread(r.spread(c));
+    j["cpu_min_max"] = jnum(r.cpu_min_max(c));
+    return j;
+  });
   o["wait_ns"] = json_by_role(r, [&](char c) { return json_waits(r.waits.at(c)); });
   o["roles"] = r.roles;
   o["reads"] = r.reads;
   o["writes"] = r.writes;
+  o["thread_cpu_s"] = r.cpu_s;
   if (rwsem::kLockEventsEnabled) o["events"] = json_events(r.events);
   return o;
 }
