@@ -68,6 +68,20 @@ class RwsemCore : public ::testing::Test {
       s.up_write();
     };
   }
+  // The end of a read-phase test: the phantom holders leave, the last of
+  // them wakes W, W takes the lock, and R takes its `last`-th read lock
+  // after W; then the lock must be free.
+  static void phantoms_leave_then_writer_then_reader(Lock& s, ThreadGroup& g, std::int64_t phantoms,
+                                                     std::atomic<bool>& w_in,
+                                                     std::atomic<int>& r_locks,
+                                                     std::atomic<int>& step, int last) {
+    Peer::add_phantom_readers(s, -phantoms);
+    ASSERT_TRUE(eventually(s, [&] { return w_in.load(); }, "W got the lock"));
+    ASSERT_TRUE(eventually(s, [&] { return r_locks.load() == last; }, "R after W"));
+    step = last;
+    g.join();
+    EXPECT_EQ(s.count(), 0u) << s.describe();
+  }
 };
 TYPED_TEST_SUITE(RwsemCore, AllLayouts, LayoutNames);
 
@@ -383,12 +397,8 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
                          "R queued behind W once its phase was over"));
   EXPECT_EQ(r_locks.load(), 2) << lock_state(sem);
 
-  Peer::add_phantom_readers(sem, -holders);  // the last reader out wakes W
-  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
-  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 3; }, "R after W"));
-  step = 3;
-  g.join();
-  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+  // The last reader out wakes W.
+  TestFixture::phantoms_leave_then_writer_then_reader(sem, g, holders, w_in, r_locks, step, 3);
 }
 
 // A rejoin needs a holder that cannot be running: with only as many other
@@ -419,12 +429,8 @@ TYPED_TEST(RwsemCore, AReadPhaseNeedsAHolderThatCannotBeRunning) {
                          "R queued behind W: every other holder may be running"));
   EXPECT_EQ(r_locks.load(), 1) << lock_state(sem);
 
-  Peer::add_phantom_readers(sem, -holders);  // the last reader out wakes W
-  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
-  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; }, "R after W"));
-  step = 2;
-  g.join();
-  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+  // The last reader out wakes W.
+  TestFixture::phantoms_leave_then_writer_then_reader(sem, g, holders, w_in, r_locks, step, 2);
 }
 
 // A read phase never joins a writer. While a writer holds the lock, the
@@ -506,12 +512,8 @@ TYPED_TEST(RwsemCore, HandoffEndsAReadPhase) {
   EXPECT_EQ(r_locks.load(), 1) << lock_state(sem);
   EXPECT_FALSE(w_in.load());
 
-  Peer::add_phantom_readers(sem, -holders);  // the last reader out wakes W
-  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
-  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; }, "R after W"));
-  step = 2;
-  g.join();
-  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+  // The last reader out wakes W.
+  TestFixture::phantoms_leave_then_writer_then_reader(sem, g, holders, w_in, r_locks, step, 2);
 }
 
 // A read phase stops at READFAIL: with the reader count full, R within its
@@ -543,12 +545,8 @@ TYPED_TEST(RwsemCore, AReadPhaseStopsAtReadFail) {
   EXPECT_EQ(B::reader_count(sem.count()), B::kMaxReaders) << "R left its bias in a full count\n"
                                                           << lock_state(sem);
 
-  Peer::add_phantom_readers(sem, -full);  // the last readers out wake W
-  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
-  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; }, "R after W"));
-  step = 2;
-  g.join();
-  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+  // The last reader out wakes W.
+  TestFixture::phantoms_leave_then_writer_then_reader(sem, g, full, w_in, r_locks, step, 2);
 }
 
 // A read phase is for the lock whose wake-up granted it. R, granted past
