@@ -1170,8 +1170,6 @@ class BasicRwSemaphore {
                  c);
   }
 
-  // ---- state -----------------------------------------------------------------
-
   // ---- owner word -------------------------------------------------------------
   //
   // owner_ = (owner id << 1) | kNonSpinnable. The generic layouts keep the
