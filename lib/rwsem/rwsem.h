@@ -1115,7 +1115,11 @@ class BasicRwSemaphore {
       }
       wait_lock_.unlock();
       wakes.run();
-      const bool woken = self.sleep_while_waiting(sleep_until);
+      // Poll before parking (kWaiterPolls): not for a real-time writer,
+      // which must not hold a CPU its waker may need, nor where nothing may
+      // spin.
+      const bool poll = !self.rt && spinning_enabled() && Platform::max_spinners() > 0;
+      const bool woken = self.sleep_while_waiting(sleep_until, poll);
       if (woken) RWSEM_EVENT_INC(sleep_writer);
       wait_lock_.lock();
       if (!woken && self.state.load(std::memory_order_relaxed) == internal::kWaiting) {

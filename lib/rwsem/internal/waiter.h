@@ -35,6 +35,7 @@
 #include <cstdint>
 
 #include "lib/rwsem/config.h"
+#include "lib/rwsem/internal/spin_wait.h"
 #include "lib/rwsem/internal/thread_record.h"
 
 namespace rwsem {
@@ -84,7 +85,26 @@ struct Waiter {
   // waiter became visible to wakers, i.e. before it dropped the wait lock.
   // Returns false on the deadline with the state still kWaiting (the caller
   // re-checks that under the wait lock, where a grant is decided).
-  bool sleep_while_waiting(std::int64_t deadline_ns) {
+  //
+  // With `poll` set it first looks at its state kWaiterPolls times, with
+  // exponential back-off between looks, before it parks (and before it
+  // counts as parked for spinners: it runs): a wake-up within those
+  // microseconds costs no trip through the scheduler. The poll reads no
+  // clock, so it may overrun the deadline by its length (config.h); a
+  // deadline is never cut short. The record stays armed while it polls, so
+  // the waker's unpark() still makes its futex_wake: the protocol is the
+  // one above, with more looks at the state.
+  bool sleep_while_waiting(std::int64_t deadline_ns, bool poll = false) {
+    if (poll) {
+      Backoff<P> backoff;
+      for (int i = 0; i < kWaiterPolls; ++i) {
+        // acquire, as in the loop below: a granted reader needs it. (Only
+        // writers poll today, and a writer re-reads its state under the
+        // wait lock, but the order belongs to the state, not the caller.)
+        if (state.load(kGrantOrder) != kWaiting) return true;
+        backoff.pause();
+      }
+    }
     ParkedScope<P> parked;  // spinners stop spinning on a parked owner
     for (;;) {
       // acquire pairs with the waker's release store of kWoken in
