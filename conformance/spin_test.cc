@@ -19,6 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 using rwsem::LockEvent;
 using rwsem::testing::Peer;
+using Native = rwsem::internal::NativePlatform;
 
 // Sets the process-wide spin budget for one test. Tests use budgets far
 // beyond the hang limit, so a spinner that ignores the condition under test
@@ -156,6 +157,28 @@ TYPED_TEST(Spinning, NonSpinnableAfterReaderSpinLimitClearedByNextWriter) {
   g.join();
 }
 
+// A queued writer polls its wait state before it parks where the lock may
+// spin (config.h, kWaiterPolls). Its spin budget of 1 us ends the spin on
+// the running owner long before the owner lets go, so it queues and sleeps.
+TYPED_TEST(Spinning, QueuedWriterPollsBeforeItParks) {
+  if (Native::max_spinners() == 0) GTEST_SKIP() << "one CPU: nothing spins, nothing polls";
+  typename TestFixture::Lock sem(rwsem::Options{10s, 1us});
+  sem.down_write();
+  const auto before = rwsem::lock_events_snapshot();
+  ThreadGroup g;
+  g.spawn([&] {
+    sem.down_write();
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1 && !Peer::spinning(sem); },
+                         "W queued"));
+  sem.up_write();
+  g.join();
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_GE(d[LockEvent::sleep_writer], 1u);
+  EXPECT_GE(d[LockEvent::wlock_poll], 1u) << "the queued writer parked without polling";
+}
+
 // Patch 5: a SCHED_FIFO writer never spins on a reader-owned lock.
 TYPED_TEST(Spinning, RealtimeWriterDoesNotSpinOnReaders) {
   typename TestFixture::Lock sem;
@@ -189,6 +212,29 @@ TYPED_TEST(Spinning, RealtimeWriterDoesNotSpinOnReaders) {
   EXPECT_EQ(d[LockEvent::opt_nospin], 0u);
   sem.up_read();
   g.join();
+  // Nor does it poll before it parks: a poll holds a CPU its waker may need.
+  const auto after = rwsem::lock_events_snapshot() - before;
+  EXPECT_GE(after[LockEvent::sleep_writer], 1u);
+  EXPECT_EQ(after[LockEvent::wlock_poll], 0u) << "the RT writer polled";
+}
+
+// Spinning off (Options::spin_budget = 0, or compiled out) means no busy
+// waiting at all: a queued writer parks without polling.
+TEST(SpinningOff, QueuedWriterParksWithoutPolling) {
+  rwsem::RwSemaphore sem(rwsem::Options{10s, 0ns});
+  sem.down_write();
+  const auto before = rwsem::lock_events_snapshot();
+  ThreadGroup g;
+  g.spawn([&] {
+    sem.down_write();
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "W queued"));
+  sem.up_write();
+  g.join();
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_GE(d[LockEvent::sleep_writer], 1u);
+  EXPECT_EQ(d[LockEvent::wlock_poll], 0u) << "a writer polled with spinning off";
 }
 
 }  // namespace

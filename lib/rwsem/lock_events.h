@@ -33,7 +33,8 @@
   X(opt_fail, "optimistic spins that gave up")                             \
   X(opt_nospin, "reader-owned spins that set NONSPINNABLE")                \
   X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")   \
-  X(wlock_handoff_timer, "queued writers woken by their handoff deadline")
+  X(wlock_handoff_timer, "queued writers woken by their handoff deadline") \
+  X(wlock_poll, "queued writer sleeps that polled before parking")
 
 namespace rwsem {
 

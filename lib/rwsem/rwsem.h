@@ -1119,6 +1119,7 @@ class BasicRwSemaphore {
       // which must not hold a CPU its waker may need, nor where nothing may
       // spin.
       const bool poll = !self.rt && spinning_enabled() && Platform::max_spinners() > 0;
+      if (poll) RWSEM_EVENT_INC(wlock_poll);
       const bool woken = self.sleep_while_waiting(sleep_until, poll);
       if (woken) RWSEM_EVENT_INC(sleep_writer);
       wait_lock_.lock();
