@@ -34,7 +34,7 @@
   X(opt_nospin, "reader-owned spins that set NONSPINNABLE")                \
   X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")   \
   X(wlock_handoff_timer, "queued writers woken by their handoff deadline") \
-  X(wlock_poll, "queued writer sleeps that polled before parking")
+  X(wlock_poll, "looks at its wait state by a queued writer before parking")
 
 namespace rwsem {
 

@@ -1071,6 +1071,9 @@ class BasicRwSemaphore {
 
     Waiter self(WaiterType::kWriter, Platform::handoff_now_ns(), handoff_timeout_ns());
     self.rt = Platform::current_thread_is_realtime();
+    // Poll before parking (kWaiterPolls): not for a real-time writer, which
+    // must not hold a CPU its waker may need, nor where nothing may spin.
+    const bool poll = !self.rt && spinning_enabled() && Platform::max_spinners() > 0;
     WakeList wakes;
     wait_lock_.lock();
     if (queue_.empty()) {
@@ -1115,11 +1118,6 @@ class BasicRwSemaphore {
       }
       wait_lock_.unlock();
       wakes.run();
-      // Poll before parking (kWaiterPolls): not for a real-time writer,
-      // which must not hold a CPU its waker may need, nor where nothing may
-      // spin.
-      const bool poll = !self.rt && spinning_enabled() && Platform::max_spinners() > 0;
-      if (poll) RWSEM_EVENT_INC(wlock_poll);
       const bool woken = self.sleep_while_waiting(sleep_until, poll);
       if (woken) RWSEM_EVENT_INC(sleep_writer);
       wait_lock_.lock();

@@ -37,6 +37,7 @@
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/spin_wait.h"
 #include "lib/rwsem/internal/thread_record.h"
+#include "lib/rwsem/lock_events.h"
 
 namespace rwsem {
 namespace internal {
@@ -98,6 +99,7 @@ struct Waiter {
     if (poll) {
       Backoff<P> backoff;
       for (int i = 0; i < kWaiterPolls; ++i) {
+        RWSEM_EVENT_INC(wlock_poll);
         // acquire, as in the loop below: a granted reader needs it. (Only
         // writers poll today, and a writer re-reads its state under the
         // wait lock, but the order belongs to the state, not the caller.)
