@@ -104,6 +104,34 @@ TEST(QRwLock, WaitingWriterGoesBeforeLaterReaders) {
   EXPECT_EQ(q.count(), 0u) << q.describe();
 }
 
+// The writer-to-writer half's bound: a head writer tries the one-step take
+// only for the short phase of its wait. Then it sets WAITING even with no
+// reader present, which fast-path writers (they take the word only from 0)
+// respect as readers do; a lock that keeps trying the one step lets a
+// stream of fast-path writers keep it, and the queue behind it, waiting
+// without end, and never sets WAITING here.
+TEST(QRwLock, HeadWriterStopsFastPathWritersAfterAShortWait) {
+  rwsem::QRwLock q;
+  q.lock();  // a fast-path writer holds the lock; no reader anywhere
+  std::atomic<bool> in{false};
+  ThreadGroup g;
+  g.spawn([&] {
+    q.lock();
+    in = true;
+    q.unlock();
+  });
+  // EXPECT, not ASSERT: the unlock below must run either way, or the
+  // writer thread never finishes.
+  EXPECT_TRUE(eventually(q, [&] { return QL::writer_waiting(q.count()); },
+                         "head writer sets WAITING with no reader present"));
+  EXPECT_EQ(QL::readers(q.count()), 0u) << q.describe();
+  EXPECT_FALSE(in.load());
+  q.unlock();  // leaves WAITING alone: the word is now WAITING
+  g.join();
+  EXPECT_TRUE(in.load());
+  EXPECT_EQ(q.count(), 0u) << q.describe();
+}
+
 TEST(QRwLock, DescribeDecodesTheWord) {
   EXPECT_EQ(rwsem::QRwLock::describe_word(0), "qrwlock 0x0 readers=0 writer=none");
   EXPECT_EQ(rwsem::QRwLock::describe_word(QL::kWriterLocked | 2 * QL::kReaderBias),

@@ -21,7 +21,9 @@
 //    only for a writer that *holds* the lock to leave (read_slow);
 //  - a writer at the head takes the lock in one step while no reader is
 //    present, and uses the WAITING -> LOCKED two-step only when readers are
-//    there to be drained (write_slow).
+//    there to be drained (write_slow), or, unlike the series, when the one
+//    step has not worked within the short phase of its wait: fast-path
+//    writers could otherwise overtake it for ever.
 //
 // Waiting never sleeps in the kernel; it spins with back-off
 // (internal/spin_wait.h). Use it where critical sections are short and
@@ -204,6 +206,17 @@ class BasicQRwLock {
     // "locking/qrwlock: Reduce writer to writer lock transfer latency"
     // (the qrwlock series): one step while no reader is present. The word can be
     // non-zero without readers only while a fast-path writer holds it.
+    //
+    // Only for the short phase of the wait (SpinWait's relaxing, a few
+    // microseconds), not as the series has it, for as long as no reader
+    // comes. A fast-path writer takes the word whenever it is 0, and one
+    // that loops unlock/lock leaves it 0 for nanoseconds: a head writer
+    // polling between yields almost never sees that, and every waiter
+    // queued behind it waits with it (a reader waited 2.5 s behind two
+    // such writers on 2 cores). WAITING stops fast-path writers as it stops
+    // new readers, so the head writer then gets the lock at the next
+    // release: the transfer the series sped up is kept for short waits,
+    // and the queue stays fair.
     for (;;) {
       Word c = cnts_.load(std::memory_order_relaxed);
       if (c == 0) {
@@ -214,12 +227,13 @@ class BasicQRwLock {
           return;
         }
       }
-      if ((c & L::kReaderMask) != 0) break;
+      if ((c & L::kReaderMask) != 0 || w.yielding()) break;
       w.once();
     }
-    // Readers are present: announce ourselves so that new readers queue
-    // behind us, then wait for the present ones to drain. relaxed: WAITING
-    // is a request, not a publication of data.
+    // Readers are present, or the short phase is over: announce ourselves
+    // so that new readers and fast-path writers queue behind us, then wait
+    // for the present holders to leave. relaxed: WAITING is a request, not
+    // a publication of data.
     cnts_.fetch_or(L::kWriterWaiting, std::memory_order_relaxed);
     for (;;) {
       Word c = cnts_.load(std::memory_order_relaxed);

@@ -29,6 +29,9 @@ class SpinWait {
     }
   }
 
+  // The short phase is over: further waits yield the time slice.
+  bool yielding() const { return spins_ >= kRelaxSpins; }
+
  private:
   // About 1-5 us of pause/yield hints on current cores: longer than a short
   // critical section, far shorter than a time slice.
