@@ -127,6 +127,13 @@ TEST(QRwLock, HeadWriterStopsFastPathWritersAfterAShortWait) {
   EXPECT_EQ(QL::readers(q.count()), 0u) << q.describe();
   EXPECT_FALSE(in.load());
   q.unlock();  // leaves WAITING alone: the word is now WAITING
+  // A fast-path writer must not take the word past the waiting writer: a
+  // try_lock() may succeed only once that writer has been through (its
+  // store of `in` comes before its unlock, which our acquire sees).
+  if (q.try_lock()) {
+    EXPECT_TRUE(in.load()) << "a fast-path writer overtook the waiting head writer";
+    q.unlock();
+  }
   g.join();
   EXPECT_TRUE(in.load());
   EXPECT_EQ(q.count(), 0u) << q.describe();
