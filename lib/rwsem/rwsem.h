@@ -15,9 +15,11 @@
 //                any of READ_FAILED_MASK = writer | waiters | handoff |
 //                READFAIL; the reader then backs its bias out and takes the
 //                slow path.
-//   write lock   cmpxchg(0 -> writer word), acquire. The writer word is
-//                WRITER_LOCKED, or on the merged layout the caller's owner
-//                id, computed once per thread (rwsem series patch 12).
+//   write lock   load, then cmpxchg(c -> c + writer word), acquire, if c
+//                shows neither a holder nor HANDOFF: a steal when WAITERS
+//                is set. The writer word is WRITER_LOCKED, or on the merged
+//                layout the caller's owner id, computed once per thread
+//                (rwsem series patch 12).
 //   unlocks      cmpxchg, release; they take the slow wake path only if
 //                WAITERS is set, no woken writer is on its way (WOKEN), and
 //                (for readers) they are the last reader.
@@ -53,9 +55,10 @@
 // "set HANDOFF" from the value its own fetch_add returned and then adds the
 // bit, which would double it if anyone could set it in between. Nobody can:
 // every setter holds the wait lock, and none of the lock-free operations
-// (reader fetch_add/fetch_sub of READER_BIAS, the writer's cmpxchg from 0,
-// trylock cmpxchg loops that preserve the low bits, up_write subtracting the
-// exact writer word) can carry into, borrow from or write the HANDOFF bit.
+// (reader fetch_add/fetch_sub of READER_BIAS, the writer's cmpxchg adding
+// its word to a count with no holder, trylock cmpxchg loops that preserve
+// the low bits, up_write subtracting the exact writer word) can carry into,
+// borrow from or write the HANDOFF bit.
 // In the series' v2 the writer set HANDOFF with atomic_or outside the wait
 // lock and argued it safe because a first-waiter writer excludes mark_wake's
 // reader path; here the writer sets it inside the wait lock, which needs no
@@ -505,13 +508,13 @@ class BasicRwSemaphore {
 
   bool down_write_until_ns(std::int64_t deadline) {
     const Word w = internal::writer_word<Layout, Platform>();
-    Word expected = 0;
-    // acquire pairs with the release of the unlock that freed the lock;
-    // see kWriteLockOrder for the release on the merged layout.
-    if (RWSEM_UNLIKELY(!count_.compare_exchange_strong(expected, w, kWriteLockOrder,
-                                                       std::memory_order_relaxed)) &&
-        !write_slowpath(w, deadline))
-      return false;
+    // The fast path is the steal itself (load, then compare-exchange from
+    // what was loaded), not a compare-exchange that expects 0: with waiters
+    // queued WAITERS is set, a compare-exchange from 0 always fails, and
+    // every write lock paid that failed RMW and the call into the slow path
+    // before the steal that took the lock. Measured in the README, "Where
+    // the lock departs from the kernel".
+    if (RWSEM_UNLIKELY(!try_write_lock_unqueued(w)) && !write_slowpath(w, deadline)) return false;
     set_owner();
     return true;
   }
@@ -1047,20 +1050,12 @@ class BasicRwSemaphore {
     return true;
   }
 
-  // down_write() failed.
+  // down_write()'s steal failed: the lock is held, or HANDOFF is set.
+  // The fast path tried the steal before this reads the clock: a clock read
+  // costs as much as a lock and unlock (33 ns for clock_gettime on a 2-core
+  // VM). A try with no time left (try_lock_for(0), a past time point) makes
+  // that one look only: no spinning, no queueing.
   [[gnu::noinline]] bool write_slowpath(Word w, std::int64_t deadline) {
-    // Steal first, before the clock is read. With waiters queued every
-    // write lock fails the fast path (its compare-exchange expects 0) and
-    // comes here, and on a contended lock most of them find it free and
-    // take it. A clock read costs as much as a lock and unlock (33 ns for
-    // clock_gettime on a 2-core VM), and with waiters queued it came on
-    // every write lock (README, "Where the lock departs from the kernel").
-    // A try with no time left (try_lock_for(0), a past time point) makes
-    // this one look only: no spinning, no queueing.
-    if (try_write_lock_unqueued(w)) {
-      RWSEM_EVENT_INC(wlock_steal);
-      return true;
-    }
     if (deadline <= Platform::now_ns()) {
       RWSEM_EVENT_INC(wlock_fail);
       return false;
