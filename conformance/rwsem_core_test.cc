@@ -360,6 +360,58 @@ TYPED_TEST(RwsemCore, ReaderHandoffAfterTimeout) {
   EXPECT_EQ(sem.count(), 0u) << "HANDOFF or WAITERS left: " << sem.describe();
 }
 
+// Wait-bound rule 4: a reader queued behind a writer W that has not
+// claimed HANDOFF is granted ahead of W once the reader has waited the
+// handoff timeout; before that, or once W owns HANDOFF, W goes first. The
+// order in which R and W got the lock is what the test reads, so a lock
+// that grants the wrong one, grants both, or strands either fails it.
+TYPED_TEST(RwsemCore, OverdueReaderBehindAWriterGoesFirst) {
+  using B = typename TestFixture::B;
+  enum Case { kNotOverdue, kOverdue, kWriterOwnsHandoff };
+  for (const Case c : {kNotOverdue, kOverdue, kWriterOwnsHandoff}) {
+    SCOPED_TRACE(c == kNotOverdue ? "not overdue" : c == kOverdue ? "overdue" : "W owns HANDOFF");
+    rwsem::testing::FakeHandoffClock clock;
+    // W sleeps on a real-time handoff timer of this length and claims
+    // HANDOFF when it wakes past its deadline on the fake clock: 10 s keeps
+    // it asleep for the whole case, 20 ms lets it claim.
+    typename TestFixture::Lock sem(rwsem::Options{c == kWriterOwnsHandoff ? 20ms : 10s});
+    std::atomic<int> next{0}, w_turn{-1}, r_turn{-1};
+
+    sem.down_write();
+    ThreadGroup g;
+    g.spawn([&] {
+      sem.down_write();
+      w_turn = next++;
+      sem.up_write();
+    });
+    ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); },
+                           "writer W queued and asleep"));
+    g.spawn([&] {
+      sem.down_read();
+      r_turn = next++;
+      sem.up_read();
+    });
+    ASSERT_TRUE(
+        eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "reader R queued behind W"));
+    if (c != kNotOverdue) clock.advance(11s);  // both past their deadlines
+    if (c == kWriterOwnsHandoff)
+      ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); }, "W set HANDOFF"));
+    else EXPECT_FALSE(B::has_handoff(sem.count())) << sem.describe();
+
+    sem.up_write();
+    g.join();
+    EXPECT_EQ(next.load(), 2);
+    if (c == kOverdue) {
+      EXPECT_EQ(r_turn.load(), 0) << "the overdue reader did not go before W";
+      EXPECT_EQ(w_turn.load(), 1);
+    } else {
+      EXPECT_EQ(w_turn.load(), 0) << "R went before the writer queued ahead of it";
+      EXPECT_EQ(r_turn.load(), 1);
+    }
+    EXPECT_EQ(sem.count(), 0u) << sem.describe();
+  }
+}
+
 // Read phases (rwsem.h): a reader granted by a wake-up that left a writer
 // queued opens a read phase. Within it, it may take the read lock again
 // past that writer while more readers hold the lock than could be running

@@ -13,27 +13,28 @@
 #include "lib/rwsem/config.h"
 
 // X(name, description)
-#define RWSEM_LOCK_EVENT_LIST(X)                                           \
-  X(rlock, "read locks acquired in the slow path")                         \
-  X(rlock_fast, "slow-path read locks acquired without sleeping")          \
-  X(rlock_steal, "read locks stolen from a free lock with waiters queued") \
-  X(rlock_fail, "read lock attempts that timed out")                       \
-  X(rlock_handoff, "read lock handoffs started")                           \
-  X(rlock_phase, "read locks rejoined past waiters within a read phase")   \
-  X(wlock, "write locks acquired in the slow path")                        \
-  X(wlock_steal, "slow-path write locks stolen before queueing")           \
-  X(wlock_fail, "write lock attempts that timed out")                      \
-  X(wlock_handoff, "write lock handoffs started")                          \
-  X(sleep_reader, "reader sleeps")                                         \
-  X(sleep_writer, "writer sleeps")                                         \
-  X(wake_reader, "readers woken")                                          \
-  X(wake_writer, "writers woken")                                          \
-  X(opt_rlock, "read locks acquired by optimistic spinning")               \
-  X(opt_wlock, "write locks acquired by optimistic spinning")              \
-  X(opt_fail, "optimistic spins that gave up")                             \
-  X(opt_nospin, "reader-owned spins that set NONSPINNABLE")                \
-  X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")   \
-  X(wlock_handoff_timer, "queued writers woken by their handoff deadline") \
+#define RWSEM_LOCK_EVENT_LIST(X)                                             \
+  X(rlock, "read locks acquired in the slow path")                           \
+  X(rlock_fast, "slow-path read locks acquired without sleeping")            \
+  X(rlock_steal, "read locks stolen from a free lock with waiters queued")   \
+  X(rlock_fail, "read lock attempts that timed out")                         \
+  X(rlock_handoff, "read lock handoffs started")                             \
+  X(rlock_phase, "read locks rejoined past waiters within a read phase")     \
+  X(rlock_overdue, "reader grants ahead of a first writer, readers overdue") \
+  X(wlock, "write locks acquired in the slow path")                          \
+  X(wlock_steal, "slow-path write locks stolen before queueing")             \
+  X(wlock_fail, "write lock attempts that timed out")                        \
+  X(wlock_handoff, "write lock handoffs started")                            \
+  X(sleep_reader, "reader sleeps")                                           \
+  X(sleep_writer, "writer sleeps")                                           \
+  X(wake_reader, "readers woken")                                            \
+  X(wake_writer, "writers woken")                                            \
+  X(opt_rlock, "read locks acquired by optimistic spinning")                 \
+  X(opt_wlock, "write locks acquired by optimistic spinning")                \
+  X(opt_fail, "optimistic spins that gave up")                               \
+  X(opt_nospin, "reader-owned spins that set NONSPINNABLE")                  \
+  X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")     \
+  X(wlock_handoff_timer, "queued writers woken by their handoff deadline")   \
   X(wlock_poll, "looks at its wait state by a queued writer before parking")
 
 namespace rwsem {

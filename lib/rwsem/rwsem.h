@@ -68,7 +68,7 @@
 //
 // Wait bounds (both roles)
 // ------------------------
-// Three rules, beside handoff, give every waiter a bound of the handoff
+// Four rules, beside handoff, give every waiter a bound of the handoff
 // timeout plus the critical sections in progress (README, "Wait bounds"):
 //  1. A reader that is not queued joins a lock that readers hold only if no
 //     waiter is queued (reader_may_join(); the kernel's "don't steal if the
@@ -83,6 +83,18 @@
 //     first waiter, and spinning only takes CPU from the owner and it.
 // A reader behind a writer stream gets HANDOFF from the waker that finds
 // the lock stolen once the reader has waited its handoff timeout.
+//  4. A reader queued behind the first waiter, a writer, is granted ahead of
+//     it (with the readers of its batch) once the reader has waited its
+//     handoff timeout, unless that writer has claimed HANDOFF
+//     (overdue_reader_behind(); not in the kernel). The writer arrived
+//     first, so its deadline passed first: it has not claimed because it
+//     has not run since (asleep on its handoff timer, or woken and waiting
+//     for a CPU), and the wake-up that would wake it again grants the
+//     readers instead. Writers keep their bound: the grant needs HANDOFF
+//     clear, and the writer's next retry finds the lock held and claims it,
+//     which also ends the granted readers' phases. Without this rule, with
+//     more threads than CPUs, a reader behind k writers waited up to k
+//     writer handoffs while running writers kept stealing the lock.
 //
 // Read phases (not in the kernel)
 // -------------------------------
@@ -608,7 +620,7 @@ class BasicRwSemaphore {
   void mark_wake(WakeType type, WakeList& wakes) RWSEM_REQUIRES(wait_lock_) {
     wait_lock_.assert_held();
     Waiter* first = queue_.first();
-    if (!first->is_reader()) {
+    if (!first->is_reader() && !(type == WakeType::kAny && overdue_reader_behind(first))) {
       if (type == WakeType::kAny && wakes.wake(first)) {
         // W: until this writer retries, unlocks need not wake anyone
         // (must_wake()). relaxed: the writer's retry reads the count under
@@ -634,7 +646,8 @@ class BasicRwSemaphore {
         // A writer stole the lock. If the first waiter has waited long
         // enough, start a reader handoff (invariant H: we hold the wait lock,
         // and HANDOFF is clear in `old`, so adding it cannot double it).
-        if (!B::has_handoff(old) && Platform::handoff_now_ns() > first->handoff_deadline_ns) {
+        if (first->is_reader() && !B::has_handoff(old) &&
+            Platform::handoff_now_ns() > first->handoff_deadline_ns) {
           adjustment -= Layout::kHandoff;
           first->handoff_set = true;
           RWSEM_EVENT_INC(rlock_handoff);
@@ -660,6 +673,7 @@ class BasicRwSemaphore {
       w = next;
     }
     RWSEM_EVENT_ADD(wake_reader, static_cast<std::uint64_t>(woken));
+    if (!first->is_reader()) RWSEM_EVENT_INC(rlock_overdue);
     // Waiters stay queued (writers we skipped, or readers past the batch
     // limit): the granted readers open read phases ("Read phases").
     const bool phase = !queue_.empty();
@@ -678,6 +692,19 @@ class BasicRwSemaphore {
       wakes.wake(granted);
       granted = next;
     }
+  }
+
+  // Wait-bound rule 4 ("Wait bounds" at the top): has a reader queued
+  // behind the first waiter, a writer, waited its handoff timeout while
+  // HANDOFF is still clear? Wait lock held.
+  bool overdue_reader_behind(const Waiter* first) const RWSEM_REQUIRES(wait_lock_) {
+    // relaxed: HANDOFF changes only under the wait lock, which we hold (H).
+    if (B::has_handoff(count_.load(std::memory_order_relaxed))) return false;
+    for (const Waiter* w = queue_.after(first); w != nullptr; w = queue_.after(w)) {
+      // The queue is in arrival order: the first reader has waited longest.
+      if (w->is_reader()) return Platform::handoff_now_ns() > w->handoff_deadline_ns;
+    }
+    return false;
   }
 
   // rwsem_try_write_lock(): a queued writer takes the lock, or sets HANDOFF
