@@ -96,8 +96,9 @@ struct Generic32Layout : GenericLayout<std::uint32_t> {
 //   bit  63     READFAIL guard
 //
 // The write lock word of a thread is (owner id << 3). Taking it is still
-// one cmpxchg (adding the word to a count with no holder), and the owner is known the instant the lock is taken, with
-// no window where the count says "write locked" but the owner is unknown.
+// one cmpxchg (adding the word to a count with no holder), and the owner
+// is known the instant the lock is taken, with no window where the count
+// says "write locked" but the owner is unknown.
 // An id of 2^45 or more (a record at or above 2^51, far beyond the 47-bit
 // user address space of 4-level paging) cannot be encoded; the thread is refused at its
 // first write lock with a message, never truncated.

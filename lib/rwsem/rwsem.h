@@ -81,8 +81,6 @@
 //     "handoff timer"; the kernel waits for an unlock to wake it).
 //  3. A spinner stops as soon as it sees HANDOFF: the lock is owed to the
 //     first waiter, and spinning only takes CPU from the owner and it.
-// A reader behind a writer stream gets HANDOFF from the waker that finds
-// the lock stolen once the reader has waited its handoff timeout.
 //  4. A reader queued behind the first waiter, a writer, is granted ahead of
 //     it (with the readers of its batch) once the reader has waited its
 //     handoff timeout, unless that writer has claimed HANDOFF
@@ -91,10 +89,12 @@
 //     has not run since (asleep on its handoff timer, or woken and waiting
 //     for a CPU), and the wake-up that would wake it again grants the
 //     readers instead. Writers keep their bound: the grant needs HANDOFF
-//     clear, and the writer's next retry finds the lock held and claims it,
-//     which also ends the granted readers' phases. Without this rule, with
-//     more threads than CPUs, a reader behind k writers waited up to k
-//     writer handoffs while running writers kept stealing the lock.
+//     clear, and the writer's next retry finds the lock held and claims
+//     HANDOFF, which also ends the granted readers' phases. Without this
+//     rule, with more threads than CPUs, a reader behind k writers waited
+//     up to k writer handoffs while running writers kept stealing the lock.
+// A reader behind a writer stream gets HANDOFF from the waker that finds
+// the lock stolen once the reader has waited its handoff timeout.
 //
 // Read phases (not in the kernel)
 // -------------------------------
