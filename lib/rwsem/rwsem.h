@@ -646,8 +646,7 @@ class BasicRwSemaphore {
         // A writer stole the lock. If the first waiter has waited long
         // enough, start a reader handoff (invariant H: we hold the wait lock,
         // and HANDOFF is clear in `old`, so adding it cannot double it).
-        if (first->is_reader() && !B::has_handoff(old) &&
-            Platform::handoff_now_ns() > first->handoff_deadline_ns) {
+        if (first->is_reader() && !B::has_handoff(old) && handoff_due(*first)) {
           adjustment -= Layout::kHandoff;
           first->handoff_set = true;
           RWSEM_EVENT_INC(rlock_handoff);
@@ -680,7 +679,9 @@ class BasicRwSemaphore {
 
     adjustment = static_cast<Word>(Word(woken) * B::kReaderBias - adjustment);
     if (queue_.empty()) adjustment -= Layout::kWaiters;
-    // The first waiter was granted; if it owned HANDOFF, clear it (H).
+    // The first waiter was granted; if it owned HANDOFF, clear it (H). (A
+    // writer first is not granted, and then HANDOFF is clear:
+    // overdue_reader_behind().)
     if (B::has_handoff(count_.load(std::memory_order_relaxed))) adjustment -= Layout::kHandoff;
     // relaxed: the granted readers synchronise through the hand-over.
     if (adjustment != 0) count_.fetch_add(adjustment, std::memory_order_relaxed);
@@ -694,6 +695,11 @@ class BasicRwSemaphore {
     }
   }
 
+  // Has `w` waited its handoff timeout (on the handoff clock)?
+  static bool handoff_due(const Waiter& w) {
+    return Platform::handoff_now_ns() > w.handoff_deadline_ns;
+  }
+
   // Wait-bound rule 4 ("Wait bounds" at the top): has a reader queued
   // behind the first waiter, a writer, waited its handoff timeout while
   // HANDOFF is still clear? Wait lock held.
@@ -702,7 +708,7 @@ class BasicRwSemaphore {
     if (B::has_handoff(count_.load(std::memory_order_relaxed))) return false;
     for (const Waiter* w = queue_.after(first); w != nullptr; w = queue_.after(w)) {
       // The queue is in arrival order: the first reader has waited longest.
-      if (w->is_reader()) return Platform::handoff_now_ns() > w->handoff_deadline_ns;
+      if (w->is_reader()) return handoff_due(*w);
     }
     return false;
   }
@@ -725,8 +731,7 @@ class BasicRwSemaphore {
       locked = B::is_locked(c);
       // Waited long enough (or real-time): claim the lock for the first
       // waiter. Our deadline has passed, so the first waiter's has too.
-      claim = locked && !has_handoff &&
-              (self.rt || Platform::handoff_now_ns() > self.handoff_deadline_ns);
+      claim = locked && !has_handoff && (self.rt || handoff_due(self));
       if (claim) {
         next |= Layout::kHandoff;
       } else if (!locked) {
