@@ -360,54 +360,75 @@ TYPED_TEST(RwsemCore, ReaderHandoffAfterTimeout) {
   EXPECT_EQ(sem.count(), 0u) << "HANDOFF or WAITERS left: " << sem.describe();
 }
 
-// Wait-bound rule 4: a reader queued behind a writer W that has not
-// claimed HANDOFF is granted ahead of W once the reader has waited the
-// handoff timeout; before that, or once W owns HANDOFF, W goes first. The
-// order in which R and W got the lock is what the test reads, so a lock
-// that grants the wrong one, grants both, or strands either fails it.
+// Wait-bound rule 4: a reader R queued behind a writer W that has not
+// claimed HANDOFF is granted ahead of W once R has waited the handoff
+// timeout; before that, or once W owns HANDOFF, W goes first. The order in
+// which R and the writers got the lock is what the test reads, so a lock
+// that grants the wrong one, grants both, or strands either fails it. The
+// cases also fail a lock that asks whether W (not R) is overdue, or that
+// looks only at the waiter right behind W.
 TYPED_TEST(RwsemCore, OverdueReaderBehindAWriterGoesFirst) {
   using B = typename TestFixture::B;
-  enum Case { kNotOverdue, kOverdue, kWriterOwnsHandoff };
-  for (const Case c : {kNotOverdue, kOverdue, kWriterOwnsHandoff}) {
-    SCOPED_TRACE(c == kNotOverdue ? "not overdue" : c == kOverdue ? "overdue" : "W owns HANDOFF");
+  struct Case {
+    const char* name;
+    int writers;                      // queued ahead of R
+    std::chrono::seconds before_r;    // fake clock advanced before R queues
+    std::chrono::seconds after_r;     // ... and after
+    bool writer_claims;               // W claims HANDOFF before the release
+    bool reader_first;                // expected
+  };
+  const Case cases[] = {
+      {"neither overdue", 1, 0s, 0s, false, false},
+      {"both overdue", 1, 0s, 11s, false, true},
+      {"only W overdue", 1, 6s, 5s, false, false},
+      {"R overdue behind two writers", 2, 0s, 11s, false, true},
+      {"W owns HANDOFF", 1, 0s, 11s, true, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
     rwsem::testing::FakeHandoffClock clock;
-    // W sleeps on a real-time handoff timer of this length and claims
-    // HANDOFF when it wakes past its deadline on the fake clock: 10 s keeps
-    // it asleep for the whole case, 20 ms lets it claim.
-    typename TestFixture::Lock sem(rwsem::Options{c == kWriterOwnsHandoff ? 20ms : 10s});
-    std::atomic<int> next{0}, w_turn{-1}, r_turn{-1};
+    // The writers sleep on a real-time handoff timer of this length and
+    // claim HANDOFF when they wake past their deadline on the fake clock:
+    // 10 s keeps them asleep for the whole case, 20 ms lets W claim.
+    typename TestFixture::Lock sem(rwsem::Options{c.writer_claims ? 20ms : 10s});
+    std::atomic<int> next{0}, r_turn{-1};
+    std::vector<std::atomic<int>> w_turn(c.writers);
+    for (auto& t : w_turn) t = -1;
 
     sem.down_write();
     ThreadGroup g;
-    g.spawn([&] {
-      sem.down_write();
-      w_turn = next++;
-      sem.up_write();
-    });
+    for (int k = 0; k < c.writers; ++k) {
+      g.spawn([&, k] {
+        sem.down_write();
+        w_turn[k] = next++;
+        sem.up_write();
+      });
+      ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == std::size_t(k) + 1; },
+                             "writer queued"));
+    }
     ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); },
                            "writer W queued and asleep"));
+    clock.advance(c.before_r);
     g.spawn([&] {
       sem.down_read();
       r_turn = next++;
       sem.up_read();
     });
-    ASSERT_TRUE(
-        eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "reader R queued behind W"));
-    if (c != kNotOverdue) clock.advance(11s);  // both past their deadlines
-    if (c == kWriterOwnsHandoff)
+    ASSERT_TRUE(eventually(sem, [&] {
+      return TestFixture::queued(sem) == std::size_t(c.writers) + 1;
+    }, "reader R queued behind the writers"));
+    clock.advance(c.after_r);
+    if (c.writer_claims)
       ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); }, "W set HANDOFF"));
     else EXPECT_FALSE(B::has_handoff(sem.count())) << sem.describe();
 
     sem.up_write();
     g.join();
-    EXPECT_EQ(next.load(), 2);
-    if (c == kOverdue) {
-      EXPECT_EQ(r_turn.load(), 0) << "the overdue reader did not go before W";
-      EXPECT_EQ(w_turn.load(), 1);
-    } else {
-      EXPECT_EQ(w_turn.load(), 0) << "R went before the writer queued ahead of it";
-      EXPECT_EQ(r_turn.load(), 1);
-    }
+    EXPECT_EQ(next.load(), c.writers + 1);
+    if (c.reader_first) EXPECT_EQ(r_turn.load(), 0) << "the overdue reader did not go before W";
+    else EXPECT_EQ(w_turn[0].load(), 0) << "R went before the writer queued ahead of it";
+    for (int k = 1; k < c.writers; ++k)
+      EXPECT_GT(w_turn[k].load(), w_turn[0].load()) << "writers out of queue order";
     EXPECT_EQ(sem.count(), 0u) << sem.describe();
   }
 }
