@@ -703,12 +703,20 @@ class BasicRwSemaphore {
   // Wait-bound rule 4 ("Wait bounds" at the top): has a reader queued
   // behind the first waiter, a writer, waited its handoff timeout while
   // HANDOFF is still clear? Wait lock held.
+  //
+  // The queue is in arrival order, so the deadlines grow along it (give or
+  // take the moment between a waiter's clock read and its push_back): the
+  // walk stops at the first waiter not yet due, which is usually the first
+  // writer itself. A walk to the first reader instead took up to a queue's
+  // length of cache misses under the wait lock on every wake-up of a
+  // writer-only queue (writers only at 64 threads lost about 6%).
   bool overdue_reader_behind(const Waiter* first) const RWSEM_REQUIRES(wait_lock_) {
     // relaxed: HANDOFF changes only under the wait lock, which we hold (H).
     if (B::has_handoff(count_.load(std::memory_order_relaxed))) return false;
-    for (const Waiter* w = queue_.after(first); w != nullptr; w = queue_.after(w)) {
-      // The queue is in arrival order: the first reader has waited longest.
-      if (w->is_reader()) return handoff_due(*w);
+    const std::int64_t now = Platform::handoff_now_ns();
+    for (const Waiter* w = first; w != nullptr && now > w->handoff_deadline_ns;
+         w = queue_.after(w)) {
+      if (w->is_reader()) return true;
     }
     return false;
   }
