@@ -695,9 +695,9 @@ class BasicRwSemaphore {
     }
   }
 
-  // Has `w` waited its handoff timeout (on the handoff clock)?
-  static bool handoff_due(const Waiter& w) {
-    return Platform::handoff_now_ns() > w.handoff_deadline_ns;
+  // Has `w` waited its handoff timeout at `now` (on the handoff clock)?
+  static bool handoff_due(const Waiter& w, std::int64_t now = Platform::handoff_now_ns()) {
+    return now > w.handoff_deadline_ns;
   }
 
   // Wait-bound rule 4 ("Wait bounds" at the top): has a reader queued
@@ -711,11 +711,11 @@ class BasicRwSemaphore {
   // length of cache misses under the wait lock on every wake-up of a
   // writer-only queue (writers only at 64 threads lost about 6%).
   bool overdue_reader_behind(const Waiter* first) const RWSEM_REQUIRES(wait_lock_) {
+    if (queue_.is_singular()) return false;  // nobody behind the first waiter: no clock read
     // relaxed: HANDOFF changes only under the wait lock, which we hold (H).
     if (B::has_handoff(count_.load(std::memory_order_relaxed))) return false;
     const std::int64_t now = Platform::handoff_now_ns();
-    for (const Waiter* w = first; w != nullptr && now > w->handoff_deadline_ns;
-         w = queue_.after(w)) {
+    for (const Waiter* w = first; w != nullptr && handoff_due(*w, now); w = queue_.after(w)) {
       if (w->is_reader()) return true;
     }
     return false;
