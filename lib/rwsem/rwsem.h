@@ -941,7 +941,7 @@ class BasicRwSemaphore {
     unsigned spins = 0;  // all iterations; the clock is read every 16th
     std::int64_t reader_deadline = 0;
     bool taken = false;
-    internal::Backoff<Platform> backoff;
+    internal::Backoff<Platform> backoff(internal::kSpinFirstPauses);
     for (;;) {
       const OwnerState state = spin_on_owner(budget_end, rt, backoff);
       if (!(state & kOwnerSpinnable)) break;

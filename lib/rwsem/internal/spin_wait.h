@@ -1,6 +1,7 @@
 // Two back-offs for spin loops: SpinWait, for a spin-wait that has no one to
 // park on (the queued rwlock), and Backoff, for a spinner that polls a line
-// another core writes (the rwsem's optimistic spinning).
+// another core writes (the rwsem's optimistic spinning, a queued writer's
+// poll).
 //
 // The queued rwlock is a spinning lock: its waiters never sleep in the
 // kernel. In the kernel that is fine, because a spinner runs with preemption
@@ -40,23 +41,39 @@ class SpinWait {
 };
 
 // Exponential back-off between polls of a cache line that another core
-// writes (the lock word a spinner watches). Each poll that finds nothing new
-// waits twice as long as the one before, up to kMaxPauses hints. A spinner
-// that polls at full speed takes the line away from the owner on every
-// poll, and the owner's unlock and its next lock then each pay a miss; worse,
-// with two cores contending it catches every release, so the lock and its
-// line move between the cores on every acquisition. Measured on 2 cores
-// (one pause ~9.4 ns there), balanced ops/s of the mixed benchmark at 2
-// threads / writers-only at 4, median of 3 one-second runs: one pause per
-// poll 7.6 M / 9.2 M; cap 32: 8.8 M / 11.5 M; cap 256: 19.5 M / 16.0 M; cap
-// 1024: 21.7 M / 17.0 M. 256 (about 2.4 us per poll here) keeps most of the
-// gain while a release is still seen within a few microseconds. The spinner
-// reads the clock every 16th poll, so at the cap its budget and its caller's
-// deadline are checked about every 40 us here: a spin may overrun either by
-// that much.
+// writes. Each poll that finds nothing new waits twice as long as the one
+// before, from `first` up to kMaxPauses pause hints.
+//
+// A spinner that polls the lock word (the rwsem's optimistic spinning)
+// starts at kSpinFirstPauses. One that polls at full speed takes the line
+// away from the owner on every poll, so the owner's unlock and its next
+// lock each pay a miss; worse, with two cores contending it catches every
+// release, and the lock and its line move between the cores on every
+// acquisition. Measured on 2 cores, balanced ops/s of the mixed benchmark
+// at 2 threads / writers-only at 4, median of 3 one-second runs: first and
+// cap one pause (one pause ~9.4 ns there) 7.6 M / 9.2 M; cap 32: 8.8 M /
+// 11.5 M; cap 256: 19.5 M / 16.0 M; cap 1024: 21.7 M / 17.0 M. Then, with
+// cap 256, on a machine where one pause takes ~19.7 ns, three interleaved
+// runs each: first 1: 9.6-14.1 M / 28.8-31.3 M; first 64: 26.2-31.3 M /
+// 37.7-47.7 M; first 128: 39.4-48.0 M / 41.1-53.0 M; first 256: 41.1-55.2
+// M / 47.0-58.5 M, but then the 2-writer cell starved a writer in one run
+// of three (first 64 and 256 also started the writer's poll there). 128
+// costs the mostly-readers benchmark 5-20% at 4-32 threads (README, "Where
+// the lock departs from the kernel"). At the cap a poll waits about 5 us there,
+// so a release is seen within that, and as the spinner reads the clock every
+// 16th poll, its budget and its caller's deadline are checked about every
+// 80 us: a spin may overrun either by that much.
+//
+// A queued writer's poll of its own wait state (waiter.h) starts at one
+// pause: only its waker writes that line, once, so a poll there takes
+// nothing from an owner.
+inline constexpr unsigned kSpinFirstPauses = 128;
+
 template <class P>
 class Backoff {
  public:
+  explicit Backoff(unsigned first = 1) : pauses_(first) {}
+
   void pause() {
     P::pause(pauses_);
     if (pauses_ < kMaxPauses) pauses_ <<= 1;
@@ -64,7 +81,7 @@ class Backoff {
 
  private:
   static constexpr unsigned kMaxPauses = 256;
-  unsigned pauses_ = 1;
+  unsigned pauses_;
 };
 
 }  // namespace internal
