@@ -449,36 +449,63 @@ TYPED_TEST(Model, TimeoutRacingWake) {
 // unlocked lock nobody waits on while the thread that released it is still
 // returning from unlock. The second thread polls (timed tries) until it
 // has seen the first one's section, unlocks and destroys the lock; the
-// first must not touch the lock after its releasing operation.
+// first must not touch the lock after its releasing operation. Once with
+// a writer releasing (the poller reads) and once with a reader releasing
+// (the poller writes, so that its try queues behind the reader and the
+// reader's unlock is the one that may have to wake it): the two unlocks
+// are separate code, and either could touch the lock after its release.
 TYPED_TEST(Model, DestroyRightAfterUnlock) {
-  for (bool spin : {false, true}) {
-    Config c;
-    c.spin = spin;
-    const std::string name = TestFixture::label("destroy after unlock", c);
-    const Result r = explore(exhaustive(2), name, [&](Execution& x) {
-      alignas(Box<TypeParam>) unsigned char storage[sizeof(Box<TypeParam>)];
-      Box<TypeParam>* box = new (storage) Box<TypeParam>(c);
-      TypeParam& lock = **box;
-      Cell<int> data(0);
-      name_lock(x, lock);
-      x.spawn([&] { section(lock, data, kWrite); });
-      x.spawn([&] {
-        // Timed tries: a try that times out in the queue leaves it, so the
-        // first thread's unlock may have seen a waiter that is gone.
-        for (;;) {
-          if (read_lock_for(lock, nanoseconds(200))) {
-            const int seen = data.read();
-            read_unlock(lock);
-            if (seen == 1) break;
+  for (const bool reader_releases : {false, true}) {
+    for (bool spin : {false, true}) {
+      Config c;
+      c.spin = spin;
+      const std::string name = TestFixture::label(
+          reader_releases ? "destroy after read unlock" : "destroy after unlock", c);
+      LockRun run;
+      run.result = explore(exhaustive(2), name, [&](Execution& x) {
+        alignas(Box<TypeParam>) unsigned char storage[sizeof(Box<TypeParam>)];
+        Box<TypeParam>* box = new (storage) Box<TypeParam>(c);
+        TypeParam& lock = **box;
+        Cell<int> data(0);
+        name_lock(x, lock);
+        x.watch(main_word(lock), [&](std::uint64_t v) { classify<TypeParam>(v, run.cov); });
+        x.spawn([&] {
+          if (!reader_releases) {
+            section(lock, data, kWrite);
+            return;
           }
-          ModelPlatform::yield();
-        }
-        box->~Box();  // the lock is free and nobody waits on it
+          // The only reader: its write races with nothing but the poller's
+          // read, which the lock orders after this section.
+          read_lock(lock);
+          data.write(1);
+          read_unlock(lock);
+        });
+        x.spawn([&] {
+          // Timed tries: a try that times out in the queue leaves it, so the
+          // first thread's unlock may have seen a waiter that is gone.
+          for (;;) {
+            const bool got = reader_releases ? write_lock_for(lock, nanoseconds(200))
+                                             : read_lock_for(lock, nanoseconds(200));
+            if (got) {
+              const int seen = data.read();
+              if (reader_releases) lock.unlock();
+              else read_unlock(lock);
+              if (seen == 1) break;
+            }
+            ModelPlatform::yield();
+          }
+          box->~Box();  // the lock is free and nobody waits on it
+        });
+        x.run();
       });
-      x.run();
-    });
-    std::printf("%s\n", r.summary.c_str());
-    TestFixture::expect(r);
+      std::printf("%s\n    reached: %s\n", run.result.summary.c_str(), run.cov.text().c_str());
+      TestFixture::expect(run.result);
+      // Without spinning the poller's try queues: the releaser's unlock
+      // then runs with a waiter (or one that has just left) in the queue.
+      if constexpr (!std::is_same_v<TypeParam, ModelQRwLock>) {
+        if (!c.spinning()) EXPECT_GT(run.cov.waiters, 0) << run.cov.text();
+      }
+    }
   }
 }
 
