@@ -81,6 +81,7 @@ struct Thread {
   std::unique_ptr<char[]> stack;
   std::function<void()> body;
   Record* record = nullptr;
+  std::uint32_t record_epoch = 0;  // this thread's clock when it built `record`
   VClock clk, frel, facq, scv;
   std::uint64_t last_sc_fence = 0;
   bool yielded = false;
@@ -390,6 +391,7 @@ class Explorer {
       r->owner_id = reinterpret_cast<std::uintptr_t>(r) >> internal::kOwnerIdShift;
       r->tid = static_cast<std::uint32_t>(cur);
       t.record = r;
+      t.record_epoch = t.clk.c[cur];
       ++t.clk.c[cur];
     }
     return t.record;
@@ -457,6 +459,7 @@ class Explorer {
     field(&r->osq.prev, sizeof r->osq.prev, "osq.prev");
     field(&r->osq.locked, sizeof r->osq.locked, "osq.locked");
     field(&r->osq.place, sizeof r->osq.place, "osq.place");
+    field(&r->unlocking, sizeof r->unlocking, "unlocking");
   }
 
   // ---- failures ----------------------------------------------------------------
@@ -1023,6 +1026,17 @@ void op_destroy(Location& l) {
 }
 std::int64_t now_ns() { return Explorer::g_explorer ? ex().now : 0; }
 void* current_record() { return ex().record_of_current(); }
+void for_each_record(void (*f)(void* record, void* ctx), void* ctx) {
+  Explorer& e = ex();
+  for (int u = 0; u < e.nthreads; ++u) {
+    const Thread& t = e.threads[u];
+    // Only records whose building happens before the caller: reading the
+    // others would be a race on their initialisation (natively the pool
+    // builds them all before it publishes them, see runtime.cc), and no
+    // release the caller is ordered after can have been announced in them.
+    if (t.record != nullptr && t.record_epoch <= e.me().clk.c[u]) f(t.record, ctx);
+  }
+}
 unsigned max_spinners() { return ex().opts.max_spinners; }
 
 void op_store_byte(Location& l, std::size_t offset, std::uint8_t v, std::memory_order mo) {

@@ -196,6 +196,9 @@ void op_spin_hint(bool yield);
 void op_destroy(Location& l);
 std::int64_t now_ns();
 void* current_record();
+// f(record, ctx) for every thread's record whose building happens before
+// the calling step (ModelPlatform::for_each_record()).
+void for_each_record(void (*f)(void* record, void* ctx), void* ctx);
 unsigned max_spinners();
 // The byte at `offset` of the word (host byte order) set to v.
 void op_store_byte(Location& l, std::size_t offset, std::uint8_t v, std::memory_order mo);

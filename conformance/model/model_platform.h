@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "conformance/model/model.h"
 #include "lib/rwsem/internal/thread_record.h"
@@ -38,6 +39,12 @@ struct ModelPlatform {
   // The scheduler explores the windows perturbation widens natively.
   static void perturb() {}
   static Record& current_thread() { return *static_cast<Record*>(current_record()); }
+  template <class F>
+  static void for_each_record(F&& f) {
+    using Fn = std::remove_reference_t<F>;
+    mc::for_each_record(
+        [](void* r, void* fn) { (*static_cast<Fn*>(fn))(*static_cast<Record*>(r)); }, &f);
+  }
   static bool current_thread_is_realtime() { return false; }
   static unsigned max_spinners() { return mc::max_spinners(); }
   template <class W>

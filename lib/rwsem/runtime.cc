@@ -87,17 +87,36 @@ namespace {
 
 // The never-freed pool of thread records (see thread_record.h).
 //
+// Records come in chunks of kSize, allocated when the free list is empty
+// and never freed. The chunks form a list that only grows at its head, so
+// for_each_thread_record() walks it without the pool's lock: the head is
+// published with release after the chunk is built. A chunk's records are
+// handed out for the first time in index order (the free list is a stack
+// and a new chunk is pushed in reverse), and a new chunk is made only when
+// every older record is taken, so the records ever handed out are all of
+// the older chunks and a prefix of the newest.
+//
 // fork(): the child is a copy of one thread, so a pool lock held by another
 // parent thread at the fork would stay held in the child for ever. The
 // pool's lock is therefore taken around fork() (pthread_atfork) and
 // released in both processes, so a child can always get records for the
 // threads it starts. The records of the parent's other threads are simply
-// never returned in the child.
+// never returned in the child; the child clears their `unlocking` marks,
+// since those threads will never finish the releases they announce.
+struct RecordChunk {
+  static constexpr int kSize = 64;
+  ThreadRecord records[kSize];
+  RecordChunk* older = nullptr;  // written before the chunk is published
+  // records[0, handed_out) have been handed out at least once. Grows under
+  // the pool's lock.
+  std::atomic<int> handed_out{0};
+};
+
 class RecordPool {
  public:
   RecordPool() {
     pthread_atfork([] { pool().mu_.lock(); }, [] { pool().mu_.unlock(); },
-                   [] { pool().mu_.unlock(); });
+                   [] { pool().after_fork_in_child(); });
     // Records go back to the pool from this key's destructor. glibc runs
     // key destructors after all C++ thread_local destructors, so a
     // thread_local destructor that locks still has the thread's record.
@@ -114,20 +133,52 @@ class RecordPool {
 
   ThreadRecord* take() {
     std::lock_guard<std::mutex> g(mu_);
+    // relaxed: the head changes only under mu_, which we hold.
+    RecordChunk* newest = newest_.load(std::memory_order_relaxed);
     if (free_.empty()) {
-      constexpr int kChunk = 64;
-      ThreadRecord* chunk = new ThreadRecord[kChunk];  // never deleted
-      for (int i = kChunk - 1; i >= 0; --i) free_.push_back(&chunk[i]);
+      RecordChunk* chunk = new RecordChunk;  // never deleted
+      chunk->older = newest;
+      for (int i = RecordChunk::kSize - 1; i >= 0; --i) free_.push_back(&chunk->records[i]);
+      // release pairs with the acquire in for_each(): a walker that finds
+      // the chunk sees it built.
+      newest_.store(chunk, std::memory_order_release);
+      newest = chunk;
     }
     ThreadRecord* r = free_.back();
     free_.pop_back();
+    // Only the newest chunk has records never handed out. relaxed: a
+    // walker that must see this record (one destroying a lock the new
+    // thread will release) is ordered after the thread's use of it, and so
+    // after this store; other walkers may see either value.
+    const std::uintptr_t at =
+        reinterpret_cast<std::uintptr_t>(r) - reinterpret_cast<std::uintptr_t>(newest->records);
+    if (at < sizeof newest->records) {
+      const int i = static_cast<int>(at / sizeof(ThreadRecord));
+      if (i >= newest->handed_out.load(std::memory_order_relaxed))
+        newest->handed_out.store(i + 1, std::memory_order_relaxed);
+    }
     return r;
   }
   void give_back(ThreadRecord* r) {
     std::lock_guard<std::mutex> g(mu_);
     free_.push_back(r);
   }
+  void for_each(void (*f)(ThreadRecord&, void*), void* ctx) {
+    // acquire pairs with the release in take().
+    for (RecordChunk* c = newest_.load(std::memory_order_acquire); c != nullptr; c = c->older) {
+      // relaxed: see take().
+      const int n = c->handed_out.load(std::memory_order_relaxed);
+      for (int i = 0; i < n; ++i) f(c->records[i], ctx);
+    }
+  }
   pthread_key_t key() const { return key_; }
+
+  void after_fork_in_child() {
+    mu_.unlock();
+    // relaxed: the child has one thread, this one.
+    for_each([](ThreadRecord& r, void*) { r.unlocking.store(nullptr, std::memory_order_relaxed); },
+             nullptr);
+  }
 
   static RecordPool& pool() {
     static RecordPool* p = new RecordPool;  // outlives every thread's exit
@@ -137,10 +188,15 @@ class RecordPool {
  private:
   std::mutex mu_;
   std::vector<ThreadRecord*> free_;
+  std::atomic<RecordChunk*> newest_{nullptr};
   pthread_key_t key_;
 };
 
 }  // namespace
+
+void for_each_thread_record(void (*f)(ThreadRecord&, void*), void* ctx) {
+  RecordPool::pool().for_each(f, ctx);
+}
 
 ThreadRecord& current_thread_slow() {
   RecordPool& pool = RecordPool::pool();

@@ -23,6 +23,9 @@
 //   perturb()                          schedule noise at protocol boundaries
 //                                      (corpus builds only)
 //   current_thread()                   the calling thread's Record
+//   for_each_record(f)                 f(Record&) for every record in use
+//                                      or used before (a lock's destructor
+//                                      waits on them; rwsem.h "Lifetime")
 //   current_thread_is_realtime()       SCHED_FIFO/SCHED_RR caller?
 //   max_spinners()                     spinners one spin queue allows
 //   store_byte(word, offset, v, mo)    an atomic store to one byte of an
@@ -43,6 +46,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "arch/cpu.h"
 #include "arch/futex.h"
@@ -60,6 +64,10 @@ struct NativePlatform;
 // from the pool on a thread's first use (runtime.cc).
 inline thread_local BasicThreadRecord<NativePlatform>* t_current_record = nullptr;
 BasicThreadRecord<NativePlatform>& current_thread_slow();
+// Calls f(record, ctx) for every record the pool has handed out. Sees at
+// least every record whose first use happens before the call; may also see
+// records handed out during it (runtime.cc).
+void for_each_thread_record(void (*f)(BasicThreadRecord<NativePlatform>&, void*), void* ctx);
 
 struct NativePlatform {
   template <class T>
@@ -90,6 +98,13 @@ struct NativePlatform {
   static Record& current_thread() {
     Record* r = t_current_record;
     return r != nullptr ? *r : current_thread_slow();
+  }
+  // f(record) for every thread record handed out so far: at least every
+  // record whose first use happens before the call.
+  template <class F>
+  static void for_each_record(F&& f) {
+    using Fn = std::remove_reference_t<F>;
+    for_each_thread_record([](Record& r, void* fn) { (*static_cast<Fn*>(fn))(r); }, &f);
   }
   static bool current_thread_is_realtime() { return internal::current_thread_is_realtime(); }
   static unsigned max_spinners() { return internal::max_spinners(); }

@@ -68,6 +68,11 @@ struct alignas(64) BasicThreadRecord {
   // handoff clock. Only the thread itself reads or writes them.
   const void* read_phase_lock = nullptr;
   std::int64_t read_phase_end_ns = 0;
+  // The lock this thread is releasing a read lock of, from before its
+  // releasing RMW until it is done touching the lock (rwsem.h, "Lifetime"),
+  // else nullptr. Written only by the thread itself; a destructor reads it
+  // to wait for the release to finish.
+  typename P::template Atomic<const void*> unlocking{nullptr};
 };
 
 // The record an owner id names. Round-trips with BasicThreadRecord::owner_id.

@@ -1,6 +1,8 @@
 // The small lock that guards a rwsem's wait queue (the kernel's wait_lock).
 //
-// A three-state futex mutex: 0 free, 1 held, 2 held with sleepers. It spins
+// A three-state futex mutex (free, held, held with sleepers) whose word
+// also tells whether it was ever taken: it starts kUnused (0, so a
+// zero-initialised lock is a valid one) and never returns to it. It spins
 // briefly first, because it is held only for queue edits of a few dozen
 // instructions; a holder that gets preempted makes the others sleep rather
 // than burn their time slices. Futex, yield, spin hint and perturbation
@@ -40,14 +42,18 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
     // holder are visible to the next.
     if (!word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
                                        std::memory_order_relaxed))
-      lock_slow();
+      lock_slow(expected);
     note_holder(true);
   }
 
   [[nodiscard]] bool try_lock() RWSEM_TRY_ACQUIRE(true) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     std::uint32_t expected = kFree;
+    // acquire: as in lock(). A lock never taken is free too.
     const bool taken = word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
-                                                     std::memory_order_relaxed);
+                                                     std::memory_order_relaxed) ||
+                       (expected == kUnused &&
+                        word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
+                                                      std::memory_order_relaxed));
     if (taken) note_holder(true);
     return taken;
   }
@@ -72,7 +78,13 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
 #endif
   }
 
-  bool is_locked() const { return word_.load(std::memory_order_relaxed) != kFree; }
+  bool is_locked() const { return word_.load(std::memory_order_relaxed) >= kHeld; }
+
+  // True once the lock has been taken. relaxed: the caller must be ordered
+  // after the taking it needs to see (the rwsem destructor, see "Lifetime"
+  // in rwsem.h); any later value says the same, since the word never goes
+  // back to kUnused.
+  bool ever_locked() const { return word_.load(std::memory_order_relaxed) != kUnused; }
 
   // For the destructor of the lock this wait lock belongs to. A thread that
   // released that lock may still be inside its unlock call, holding this
@@ -82,22 +94,30 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   // to the lock happens before the caller frees the memory. Never blocks
   // for long: the wait lock is only ever held for queue edits.
   void wait_until_unlocked() const {
-    while (word_.load(std::memory_order_acquire) != kFree) P::yield();
+    while (word_.load(std::memory_order_acquire) >= kHeld) P::yield();
   }
 
  private:
-  static constexpr std::uint32_t kFree = 0, kHeld = 1, kContended = 2;
+  // kUnused: never taken (the only state a lock starts in); kFree: free;
+  // kHeld: held; kContended: held, and someone may sleep on the word.
+  static constexpr std::uint32_t kUnused = 0, kFree = 1, kHeld = 2, kContended = 3;
   static constexpr int kSpins = 100;
 
-  void lock_slow() RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+  // `seen`: the word lock()'s compare-exchange found.
+  void lock_slow(std::uint32_t seen) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    // acquire: as in lock(). Only the first taking of a lock gets here
+    // with kUnused.
+    if (seen == kUnused && word_.compare_exchange_strong(seen, kHeld, std::memory_order_acquire,
+                                                         std::memory_order_relaxed))
+      return;
     for (int i = 0; i < kSpins; ++i) {
       P::cpu_relax();
-      if (word_.load(std::memory_order_relaxed) == kFree && try_lock()) return;
+      if (word_.load(std::memory_order_relaxed) < kHeld && try_lock()) return;
     }
     // Once we sleep, the word says kContended so that unlock() wakes someone;
     // we may over-wake by one, never under-wake.
     ParkedScope<P> parked;  // spinners on a lock we own stop spinning
-    while (word_.exchange(kContended, std::memory_order_acquire) != kFree)
+    while (word_.exchange(kContended, std::memory_order_acquire) >= kHeld)
       P::futex_wait(&word_, kContended, arch::kNoDeadline);
   }
 
@@ -110,7 +130,7 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
 #endif
   }
 
-  typename P::template Atomic<std::uint32_t> word_{kFree};
+  typename P::template Atomic<std::uint32_t> word_{kUnused};
 #if defined(RWSEM_DEBUG)
   // The holder's thread record (debug builds only: assert_held()).
   typename P::template Atomic<const void*> holder_{nullptr};
