@@ -148,21 +148,44 @@
 // --------
 // POSIX and C++ let any thread destroy an unlocked lock with no waiters,
 // even while the thread that released it is still returning from unlock.
-// So no unlock touches the lock after its releasing RMW. An unlock that
-// has to wake waiters takes the wait lock *first* and releases under it:
-// up_write() when it sees WAITERS without WOKEN, up_read() when it is the
-// last reader and sees the same (both decide with a cmpxchg, so the
-// decision and the release are one atomic step; with WOKEN they release
-// and touch nothing more). While the wait lock is held the queue
-// cannot empty, so the lock cannot legally be destroyed; the last access
-// is the wait lock's own release, and the wake-ups that follow touch only
-// thread records. That release can still come after the destroyer's last
-// operation on the lock (a reader granted under the wait lock may lock and
-// unlock before the waker lets go of it; or the waiters left before the
-// waker got the wait lock, and the lock was released with WAITERS clear),
-// so the destructor waits for the wait lock to be free: it is held only
-// for a few queue edits. The kernel needs none of this: its locks live in
-// objects whose lifetime is managed elsewhere.
+// (The kernel needs none of this: its locks live in objects whose lifetime
+// is managed elsewhere.) The two unlocks keep the lock alive differently.
+//
+// up_write() touches nothing after its releasing RMW. When it sees WAITERS
+// without WOKEN it takes the wait lock *first* and releases under it (it
+// decides with a cmpxchg, so the decision and the release are one atomic
+// step; with WOKEN it releases and touches nothing more). While the wait
+// lock is held the queue cannot empty, so the lock cannot legally be
+// destroyed; the last access is the wait lock's own release, and the
+// wake-ups that follow touch only thread records. That release can still
+// come after the destroyer's last operation on the lock (a reader granted
+// under the wait lock may lock and unlock before the waker lets go of it;
+// or the waiters left before the waker got the wait lock, and the lock was
+// released with WAITERS clear), so the destructor waits for the wait lock
+// to be free: it is held only for a few queue edits.
+//
+// up_read() releases with one fetch_sub, as the kernel does, and only then
+// learns whether it was the last reader out with waiters queued and none
+// woken, when it must wake the queue: after its release. So it announces
+// the release in its own thread record first (`unlocking` = the lock) and
+// withdraws the announcement when it is done with the lock. Whoever
+// destroys the lock is ordered after the release, and so after the
+// announcement; the destructor waits until no thread record names the
+// lock. That scan is needed only if some up_read() may wake the queue,
+// that is if a waiter ever set WAITERS, which it does holding the wait
+// lock; so the scan is skipped for a lock whose wait lock was never taken.
+// The destroyer is ordered after that waiter's taking of the wait lock:
+// it must be ordered after the waiter's lock call if that call failed (a
+// timed wait), and if the call got the lock the destroyer's view of the
+// lock as free synchronises with the waiter's releasing unlock (every
+// change of the count is an RMW, so every release of the count heads a
+// release sequence that reaches the destroyer's acquire). The cost is
+// two stores to the caller's own record per up_read() and, per
+// destruction of a lock that ever had waiters, one load per thread record
+// ever handed out (the process's peak number of threads that used a
+// lock). Deciding before the release instead, as up_write() does, needs
+// a cmpxchg, which readers that release together make fail and retry
+// (README, "Where the lock departs from the kernel").
 //
 // Relaxed reads of the count. Every plain load of the count is relaxed: it
 // either seeds a compare-exchange whose success order (acquire) does the
@@ -269,6 +292,7 @@ class BasicRwSemaphore {
   using Waiter = internal::Waiter<Platform>;
   using WaiterType = internal::WaiterType;
   using WakeList = internal::WakeList<Platform>;
+  using Record = typename Platform::Record;
   template <class T>
   using Atomic = typename Platform::template Atomic<T>;
 
@@ -303,8 +327,19 @@ class BasicRwSemaphore {
   }
   // Destroying an unlocked lock with no waiters is allowed even while the
   // thread that released it is still returning from up_read()/up_write()
-  // (see "Lifetime"): wait until it no longer holds the wait lock.
+  // (see "Lifetime"): wait until no up_read() announces it and nobody holds
+  // the wait lock.
   ~BasicRwSemaphore() {
+    // An up_read() touches the lock after its release only to wake the
+    // queue, so a lock whose wait lock was never taken (nobody ever queued)
+    // has no such up_read() in flight, and the scan is skipped.
+    if (wait_lock_.ever_locked()) {
+      Platform::for_each_record([this](Record& r) {
+        // acquire pairs with the release stores of up_read(): what the
+        // unlocker did to the lock happens before we go on.
+        while (r.unlocking.load(std::memory_order_acquire) == this) Platform::yield();
+      });
+    }
     wait_lock_.wait_until_unlocked();
     if (kDebugEnabled) {
       const Word c = count_.load(std::memory_order_relaxed);
@@ -336,18 +371,22 @@ class BasicRwSemaphore {
   // Any thread may release a read lock (the kernel's up_read_non_owner()
   // is the same operation here).
   void up_read() {
-    Word c = count_.load(std::memory_order_relaxed);
-    for (;;) {
-      if (kDebugEnabled) check_reader_exit(c);
-      // The last reader out with waiters queued wakes them, taking the wait
-      // lock *before* it lets go (see "Lifetime" at the top).
-      if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(c - B::kReaderBias)))
-        return up_read_slow();
-      // release pairs with the acquire of the next writer (or of mark_wake()).
-      if (RWSEM_LIKELY(count_.compare_exchange_weak(c, c - B::kReaderBias, kUpReadOrder,
-                                                    std::memory_order_relaxed)))
-        break;
-    }
+    // relaxed: a caller that holds a read lock sees its own bias whatever
+    // else changed, so this check cannot fire on correct use.
+    if (kDebugEnabled) check_reader_exit(count_.load(std::memory_order_relaxed));
+    // Announce the release before making it, so that a destructor ordered
+    // after the release waits for us to finish (see "Lifetime" at the top).
+    // release: a destructor that reads a later announcement of ours (of
+    // another lock) must still be ordered after our withdrawal of this one.
+    Record& me = Platform::current_thread();
+    me.unlocking.store(this, std::memory_order_release);
+    // release pairs with the acquire of the next writer (or of mark_wake()).
+    const Word old = count_.fetch_sub(B::kReaderBias, kUpReadOrder);
+    // The last reader out with waiters queued and none woken wakes them.
+    if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(old - B::kReaderBias))) wake();
+    // release pairs with the acquire load in ~BasicRwSemaphore(): our wake-up
+    // happens before the lock is destroyed.
+    me.unlocking.store(nullptr, std::memory_order_release);
   }
 
   void down_write() { down_write_until_ns(arch::kNoDeadline); }
@@ -573,20 +612,6 @@ class BasicRwSemaphore {
   // nothing changes the writer bits while the write lock is held.
   static Word released_writer_word(Word c) { return c & Layout::kWriterMask; }
 
-  // up_read() of the last reader with waiters queued.
-  [[gnu::noinline, gnu::cold]] void up_read_slow() {
-    WakeList wakes;
-    wait_lock_.lock();
-    // release: as in up_read(). WAITERS cannot change while we hold the
-    // wait lock; other readers may have come or gone meanwhile, so decide
-    // from what the fetch_sub returns.
-    const Word old = count_.fetch_sub(B::kReaderBias, kUpReadOrder);
-    if (kDebugEnabled) check_reader_exit(old);
-    if (B::needs_wake_after_reader_exit(old - B::kReaderBias) && !queue_.empty())
-      mark_wake(WakeType::kAny, wakes);
-    wait_lock_.unlock();
-  }  // ~WakeList unparks the wakees: thread records only, never the lock.
-
   // up_write() with waiters queued.
   [[gnu::noinline, gnu::cold]] void up_write_slow() {
     WakeList wakes;
@@ -601,9 +626,13 @@ class BasicRwSemaphore {
   }
 
   // rwsem_wake(): the lock may have gone free with waiters queued. Called
-  // only by a thread that is still inside a lock call (a reader backing out
-  // a failed fast path), never after a release (see "Lifetime").
-  void wake() {
+  // by a thread still inside a lock call (a reader backing out a failed
+  // fast path), or by up_read() after its release, under its announcement
+  // (see "Lifetime").
+  [[gnu::noinline]] void wake() {
+    // Corpus builds only: the lock may have gone free, and whoever takes it
+    // (or destroys it) runs before we reach the queue.
+    Platform::perturb();
     WakeList wakes;
     wait_lock_.lock();
     if (!queue_.empty()) mark_wake(WakeType::kAny, wakes);
@@ -1058,8 +1087,8 @@ class BasicRwSemaphore {
         return true;
       }
       // relaxed: either an unlock's RMW comes after this in the count's
-      // order and sees WAITERS (and then waits for our wait lock), or it
-      // comes before and we see the lock free below.
+      // order and sees WAITERS (and then wakes us under the wait lock), or
+      // it comes before and we see the lock free below.
       c = count_.fetch_or(Layout::kWaiters, std::memory_order_relaxed) | Layout::kWaiters;
     } else {
       c = count_.load(std::memory_order_relaxed);
