@@ -87,14 +87,13 @@ namespace {
 
 // The never-freed pool of thread records (see thread_record.h).
 //
-// Records come in chunks of kSize, allocated when the free list is empty
-// and never freed. The chunks form a list that only grows at its head, so
-// for_each_thread_record() walks it without the pool's lock: the head is
-// published with release after the chunk is built. A chunk's records are
-// handed out for the first time in index order (the free list is a stack
-// and a new chunk is pushed in reverse), and a new chunk is made only when
-// every older record is taken, so the records ever handed out are all of
-// the older chunks and a prefix of the newest.
+// Records come in chunks of kSize, never freed. A record is taken from the
+// free list (records returned by exited threads) or, when that is empty,
+// is the newest chunk's next record never handed out; a new chunk is made
+// when the newest is used up. The chunks form a list that only grows at
+// its head, so for_each_thread_record() walks it without the pool's lock:
+// all of every older chunk, and the newest chunk's records handed out so
+// far.
 //
 // fork(): the child is a copy of one thread, so a pool lock held by another
 // parent thread at the fork would stay held in the child for ever. The
@@ -107,8 +106,8 @@ struct RecordChunk {
   static constexpr int kSize = 64;
   ThreadRecord records[kSize];
   RecordChunk* older = nullptr;  // written before the chunk is published
-  // records[0, handed_out) have been handed out at least once. Grows under
-  // the pool's lock.
+  // records[0, handed_out) have been handed out at least once. Grows, by
+  // one, only under the pool's lock.
   std::atomic<int> handed_out{0};
 };
 
@@ -133,31 +132,28 @@ class RecordPool {
 
   ThreadRecord* take() {
     std::lock_guard<std::mutex> g(mu_);
-    // relaxed: the head changes only under mu_, which we hold.
-    RecordChunk* newest = newest_.load(std::memory_order_relaxed);
-    if (free_.empty()) {
+    if (!free_.empty()) {
+      ThreadRecord* r = free_.back();
+      free_.pop_back();
+      return r;
+    }
+    // relaxed: the head and handed_out change only under mu_, which we hold.
+    RecordChunk* c = newest_.load(std::memory_order_relaxed);
+    int i = c != nullptr ? c->handed_out.load(std::memory_order_relaxed) : RecordChunk::kSize;
+    if (i == RecordChunk::kSize) {
       RecordChunk* chunk = new RecordChunk;  // never deleted
-      chunk->older = newest;
-      for (int i = RecordChunk::kSize - 1; i >= 0; --i) free_.push_back(&chunk->records[i]);
+      chunk->older = c;
       // release pairs with the acquire in for_each(): a walker that finds
       // the chunk sees it built.
       newest_.store(chunk, std::memory_order_release);
-      newest = chunk;
+      c = chunk;
+      i = 0;
     }
-    ThreadRecord* r = free_.back();
-    free_.pop_back();
-    // Only the newest chunk has records never handed out. relaxed: a
-    // walker that must see this record (one destroying a lock the new
-    // thread will release) is ordered after the thread's use of it, and so
-    // after this store; other walkers may see either value.
-    const std::uintptr_t at =
-        reinterpret_cast<std::uintptr_t>(r) - reinterpret_cast<std::uintptr_t>(newest->records);
-    if (at < sizeof newest->records) {
-      const int i = static_cast<int>(at / sizeof(ThreadRecord));
-      if (i >= newest->handed_out.load(std::memory_order_relaxed))
-        newest->handed_out.store(i + 1, std::memory_order_relaxed);
-    }
-    return r;
+    // relaxed: a walker that must see this record (one destroying a lock the
+    // new thread will release) is ordered after the thread's use of it, and
+    // so after this store; other walkers may see either value.
+    c->handed_out.store(i + 1, std::memory_order_relaxed);
+    return &c->records[i];
   }
   void give_back(ThreadRecord* r) {
     std::lock_guard<std::mutex> g(mu_);

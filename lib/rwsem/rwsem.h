@@ -380,10 +380,9 @@ class BasicRwSemaphore {
     // another lock) must still be ordered after our withdrawal of this one.
     Record& me = Platform::current_thread();
     me.unlocking.store(this, std::memory_order_release);
-    // release pairs with the acquire of the next writer (or of mark_wake()).
-    const Word old = count_.fetch_sub(B::kReaderBias, kUpReadOrder);
-    // The last reader out with waiters queued and none woken wakes them.
-    if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(old - B::kReaderBias))) wake();
+    // release (kUpReadOrder) pairs with the acquire of the next writer (or
+    // of mark_wake()).
+    drop_reader_bias<kUpReadOrder>();
     // release pairs with the acquire load in ~BasicRwSemaphore(): our wake-up
     // happens before the lock is destroyed.
     me.unlocking.store(nullptr, std::memory_order_release);
@@ -598,13 +597,16 @@ class BasicRwSemaphore {
     return false;
   }
 
-  // Takes back a reader bias added by a failed fast path. If that transient
-  // bias hid the lock going free from the last unlocker, do its wake-up.
-  void backout_reader_bias() {
-    // relaxed: this reader touched no protected data; the release sequence
-    // of earlier unlocks continues through this RMW.
-    const Word old = count_.fetch_sub(B::kReaderBias, std::memory_order_relaxed);
-    if (B::needs_wake_after_reader_exit(old - B::kReaderBias)) wake();
+  // Takes one reader bias out of the count with order kOrder; if that left
+  // the lock free with waiters queued and none woken, wakes the queue.
+  // up_read() drops its own bias (release); a reader backs out the
+  // transient bias of a failed fast path (relaxed: it touched no protected
+  // data, and the release sequence of earlier unlocks continues through
+  // this RMW), doing the wake-up that bias hid from the last unlocker.
+  template <std::memory_order kOrder>
+  void drop_reader_bias() {
+    const Word old = count_.fetch_sub(B::kReaderBias, kOrder);
+    if (RWSEM_UNLIKELY(B::needs_wake_after_reader_exit(old - B::kReaderBias))) wake();
   }
 
   // The writer word the owner added: read from the count, so that a release
@@ -949,7 +951,7 @@ class BasicRwSemaphore {
     // acquire pairs with the release of the unlock that freed the lock.
     c = count_.fetch_add(B::kReaderBias, std::memory_order_acquire);
     if (reader_may_join(c)) return true;
-    backout_reader_bias();
+    drop_reader_bias<std::memory_order_relaxed>();
     return false;
   }
 
@@ -1064,7 +1066,7 @@ class BasicRwSemaphore {
     }
     // Back the bias out before queueing, so that it blocks no writer while
     // we wait for the wait lock ("Stop active read lock ASAP"; patch 10 for READFAIL).
-    backout_reader_bias();
+    drop_reader_bias<std::memory_order_relaxed>();
     if (deadline <= Platform::now_ns()) {
       RWSEM_EVENT_INC(rlock_fail);
       return false;

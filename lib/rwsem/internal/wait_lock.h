@@ -42,7 +42,7 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
     // holder are visible to the next.
     if (!word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
                                        std::memory_order_relaxed))
-      lock_slow(expected);
+      lock_slow();
     note_holder(true);
   }
 
@@ -103,13 +103,8 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   static constexpr std::uint32_t kUnused = 0, kFree = 1, kHeld = 2, kContended = 3;
   static constexpr int kSpins = 100;
 
-  // `seen`: the word lock()'s compare-exchange found.
-  void lock_slow(std::uint32_t seen) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
-    // acquire: as in lock(). Only the first taking of a lock gets here
-    // with kUnused.
-    if (seen == kUnused && word_.compare_exchange_strong(seen, kHeld, std::memory_order_acquire,
-                                                         std::memory_order_relaxed))
-      return;
+  // Also the first taking of a lock, which finds kUnused (try_lock()).
+  void lock_slow() RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     for (int i = 0; i < kSpins; ++i) {
       P::cpu_relax();
       if (word_.load(std::memory_order_relaxed) < kHeld && try_lock()) return;
