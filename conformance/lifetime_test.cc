@@ -15,6 +15,8 @@
 //                             thread's record went back to the pool
 //   Fork...                   fork() from a threaded process, then use locks
 //                             in the child
+//   WalkReaches...            the walk over thread records a destructor
+//                             uses reaches every live thread's record
 //   FirstLockConcurrent       many new threads whose very first lock call is
 //                             concurrent (thread-record initialisation under
 //                             TSan)
@@ -54,6 +56,7 @@
 #include "conformance/test_util.h"
 #include "conformance/torture.h"
 #include "lib/rwsem/internal/perturb.h"
+#include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/thread_record.h"
 
 static_assert(rwsem::internal::kPerturb, "lifetime_test must be built with RWSEM_PERTURB=1");
@@ -909,6 +912,47 @@ TYPED_TEST(Lifetime, SpinnerReadsANewOwnersRecordInOrder) {
         "built after Y's own (69 records in between)\n",
         T::kName);
   }
+}
+
+// A destructor waits for the up_read()s that still name its lock by walking
+// the thread records (runtime.cc), so the walk must reach the record of
+// every thread that has locked: past the pool's first chunk of 64 and up
+// to the newest record handed out. Threads that each take a record by
+// locking, all alive at once; then every one's record must be among those
+// the walk visits. A walk that stops early (one chunk, a stale count of
+// handed-out records) leaves some out.
+TEST(LifetimeRecords, WalkReachesEveryLiveThreadsRecord) {
+  constexpr int kThreads = 150;
+  std::vector<const void*> records(kThreads, nullptr);
+  std::atomic<int> ready{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      rwsem::RwSemaphore l;
+      l.down_read();
+      l.up_read();
+      records[i] = &rwsem::internal::current_thread();
+      ready.fetch_add(1, std::memory_order_release);
+      while (!done.load(std::memory_order_acquire))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  while (ready.load(std::memory_order_acquire) < kThreads)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<const void*> walked;
+  rwsem::internal::for_each_thread_record([](rwsem::internal::ThreadRecord& r, void* out) {
+    static_cast<std::vector<const void*>*>(out)->push_back(&r);
+  }, &walked);
+  std::sort(walked.begin(), walked.end());
+  int missing = 0;
+  for (const void* r : records)
+    if (!std::binary_search(walked.begin(), walked.end(), r)) ++missing;
+  done.store(true, std::memory_order_release);
+  for (auto& t : threads) t.join();
+  std::printf("[lifetime record walk] %d live threads, %zu records walked, %d missing\n", kThreads,
+              walked.size(), missing);
+  EXPECT_EQ(missing, 0) << "the walk over thread records missed live threads' records";
+  EXPECT_GE(walked.size(), static_cast<std::size_t>(kThreads));
 }
 
 TYPED_TEST(Lifetime, FirstLockConcurrent) {
