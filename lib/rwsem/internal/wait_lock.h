@@ -42,7 +42,7 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
     // holder are visible to the next.
     if (!word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
                                        std::memory_order_relaxed))
-      lock_slow();
+      lock_slow(expected);
     note_holder(true);
   }
 
@@ -78,8 +78,6 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
 #endif
   }
 
-  bool is_locked() const { return word_.load(std::memory_order_relaxed) >= kHeld; }
-
   // True once the lock has been taken. relaxed: the caller must be ordered
   // after the taking it needs to see (the rwsem destructor, see "Lifetime"
   // in rwsem.h); any later value says the same, since the word never goes
@@ -103,8 +101,18 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   static constexpr std::uint32_t kUnused = 0, kFree = 1, kHeld = 2, kContended = 3;
   static constexpr int kSpins = 100;
 
-  // Also the first taking of a lock, which finds kUnused (try_lock()).
-  void lock_slow() RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+  // `seen`: the word lock()'s compare-exchange found. The first taking of
+  // a lock finds kUnused and takes it at once, not after a spin hint of the
+  // loop below: natively that would be a wasted pause, and the model checker
+  // runs a hint as a step that drains the thread's buffered stores and
+  // advances the clock, with which the destroy-after-unlock scenarios
+  // explored about a tenth of the executions (generic64, no spin: 9,980
+  // against 118,526).
+  void lock_slow(std::uint32_t seen) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    // acquire: as in lock().
+    if (seen == kUnused && word_.compare_exchange_strong(seen, kHeld, std::memory_order_acquire,
+                                                         std::memory_order_relaxed))
+      return;
     for (int i = 0; i < kSpins; ++i) {
       P::cpu_relax();
       if (word_.load(std::memory_order_relaxed) < kHeld && try_lock()) return;
