@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -256,6 +257,132 @@ TYPED_TEST(ZeroTimeout, TryWithNoTimeLeftDoesNotSpin) {
 
 TYPED_TEST(RtWakee, ReaderDoesNotWaitForItsPreemptedWaker) { TestFixture::run(true); }
 TYPED_TEST(RtWakee, WriterDoesNotWaitForItsPreemptedWaker) { TestFixture::run(false); }
+
+// ---- 3a'. a real-time destroyer and its preempted unlocker --------------------
+//
+// The same pinned pair, the other way round. N (SCHED_OTHER) holds a read
+// lock; W (SCHED_FIFO) queues for the write lock and sleeps. N's up_read()
+// releases the lock and, from inside the call, wakes W; W preempts N right
+// there, before N has withdrawn the announcement of its unlock from its
+// thread record (rwsem.h, "Lifetime"). W takes the lock, releases it and
+// destroys it, which is allowed: the lock is free and nobody waits on it.
+// The destructor must wait until N leaves up_read(), and N runs only when W
+// gives up the CPU. A destroyer that waits by yielding gives the CPU to
+// nobody of lower priority: it runs on until the kernel's real-time
+// bandwidth limit (about 950 ms of every second) takes the CPU from it, an
+// involuntary context switch. A destroyer that sleeps switches voluntarily.
+// Observable without timing: W's involuntary context switches during the
+// destruction (getrusage(RUSAGE_THREAD)) must be 0. Before destroying, W
+// checks that some thread record still announces the lock, so a round in
+// which W did not preempt N inside its window cannot pass unnoticed.
+template <class L>
+class RtDestroyer : public ::testing::Test {
+ protected:
+  using Lock = rwsem::BasicRwSemaphore<L>;
+
+  static void run() {
+    const std::vector<int> cpus = allowed_cpus();
+    if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs (one for the pinned pair, one for the test)";
+    ScopedAffinity keep_mask;
+    ASSERT_EQ(pin_to(pthread_self(), cpus[1]), 0);  // the test watches from elsewhere
+    round(cpus[0], /*judged=*/false);
+    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+    round(cpus[0], /*judged=*/true);
+  }
+
+  // True if some thread record announces an up_read() of `sem` in progress.
+  static bool unlock_announced(const Lock* sem) {
+    bool seen = false;
+    rwsem::internal::NativePlatform::for_each_record([&](rwsem::internal::ThreadRecord& r) {
+      seen = seen || r.unlocking.load(std::memory_order_acquire) == sem;
+    });
+    return seen;
+  }
+
+  static void round(int cpu, bool judged) {
+    wait_for_rt_bandwidth();
+    // No spinning: W must queue and sleep, so that N's unlock wakes it.
+    Lock* sem = new Lock(rwsem::Options{std::chrono::seconds(10), std::chrono::nanoseconds(0)});
+    std::atomic<bool> n_holding{false}, go{false}, w_done{false}, announced{false};
+    std::atomic<int> w_state{0};  // 1 running as SCHED_FIFO, 2 refused
+    std::atomic<int> after_unlock{0};
+    std::atomic<long> involuntary{-1}, voluntary{-1};
+    std::atomic<std::int64_t> destroy_ns{0};
+    std::atomic<pthread_t> w_handle{};
+    std::string refusal;
+    ThreadGroup g;
+    g.spawn([&] {  // N: normal priority reader, the unlocker
+      pin_to(pthread_self(), cpu);
+      sem->down_read();
+      n_holding = true;
+      while (!go.load()) nap(100us);
+      sem->up_read();
+      after_unlock.store(1);
+    });
+    ASSERT_TRUE(eventually(*sem, [&] { return n_holding.load(); }, "N holds a read lock"));
+    g.spawn([&] {  // W: the real-time writer, the destroyer
+      w_handle = pthread_self();
+      pin_to(pthread_self(), cpu);
+      const int err = become_fifo(1);
+      if (err != 0) {
+        refusal = std::strerror(err);
+        w_state = 2;
+        return;
+      }
+      w_state = 1;
+      sem->down_write();
+      sem->up_write();
+      announced = unlock_announced(sem);
+      rusage before{}, after{};
+      getrusage(RUSAGE_THREAD, &before);
+      const auto t0 = Clock::now();
+      delete sem;
+      const auto t1 = Clock::now();
+      getrusage(RUSAGE_THREAD, &after);
+      destroy_ns = (t1 - t0).count();
+      involuntary = after.ru_nivcsw - before.ru_nivcsw;
+      voluntary = after.ru_nvcsw - before.ru_nvcsw;
+      w_done = true;
+    });
+    ASSERT_TRUE(eventually(*sem, [&] { return w_state.load() != 0; }, "W started"));
+    if (w_state == 2) {
+      go = true;
+      g.join();
+      delete sem;
+      GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << refusal;
+    }
+    ASSERT_TRUE(eventually(*sem, [&] { return Peer::queue_length(*sem) == 1; }, "W queued"));
+    go = true;  // from here on W owns `sem`
+    const auto limit = Clock::now() + std::max<std::chrono::nanoseconds>(scaled(3s), 3s);
+    while (!w_done.load() && Clock::now() < limit) nap(1ms);
+    const bool stalled = !w_done.load();
+    if (stalled) become_normal(w_handle.load());  // let N run so that W can finish
+    const auto give_up = Clock::now() + hang_limit();
+    while (!w_done.load() && Clock::now() < give_up) nap(1ms);
+    ASSERT_TRUE(w_done.load()) << "W never finished destroying the lock";
+    g.join();
+    if (stalled || involuntary.load() != 0)
+      g_rt_spin_end_ns = Clock::now().time_since_epoch().count();
+    std::printf(
+        "  [%s, %s round, sched_rt_runtime_us=%s] RT destroyer: unlocker %s when the destruction "
+        "began; destruction %.3f ms, W's context switches during it: %ld voluntary, %ld "
+        "involuntary%s\n",
+        L::kName, judged ? "judged" : "warm-up", rt_throttle().c_str(),
+        announced.load() ? "still inside up_read()" : "already out of up_read()",
+        ms(std::chrono::nanoseconds(destroy_ns.load())), voluntary.load(), involuntary.load(),
+        stalled ? "; W was still waiting at the limit and was demoted" : "");
+    if (!judged) return;
+    EXPECT_TRUE(announced.load())
+        << "the round did not reach its window: N had left up_read() before W destroyed the lock";
+    EXPECT_FALSE(stalled) << "the RT destroyer never finished until demoted";
+    EXPECT_EQ(involuntary.load(), 0)
+        << "the RT destroyer kept the CPU from its preempted unlocker until the kernel took it ("
+        << ms(std::chrono::nanoseconds(destroy_ns.load())) << " ms): it waited by yielding";
+  }
+};
+TYPED_TEST_SUITE(RtDestroyer, AllLayouts, LayoutNames);
+
+TYPED_TEST(RtDestroyer, SleepsWhileItsPreemptedUnlockerFinishes) { TestFixture::run(); }
 
 // ---- rwsem-only suites --------------------------------------------------------
 

@@ -36,6 +36,9 @@ struct ModelPlatform {
   // longer pause allows are the same, only less likely natively.
   static void pause(unsigned) { op_spin_hint(false); }
   static void yield() { op_spin_hint(true); }
+  // A yield: the model has no priorities, so sleeping lets no thread run
+  // that a yield would not.
+  static void sleep_for_ns(std::int64_t) { op_spin_hint(true); }
   // The scheduler explores the windows perturbation widens natively.
   static void perturb() {}
   static Record& current_thread() { return *static_cast<Record*>(current_record()); }

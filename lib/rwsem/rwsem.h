@@ -187,6 +187,12 @@
 // a cmpxchg, which readers that release together make fail and retry
 // (README, "Where the lock departs from the kernel").
 //
+// Both waits of the destructor are for a thread that may have been
+// preempted inside its unlock, possibly by the destroyer itself (a
+// real-time waiter woken by a normal-priority unlocker runs at once, before
+// the unlocker's next instruction). So they yield a few times and then
+// sleep (UnlockerWait, spin_wait.h), never spin for good.
+//
 // Relaxed reads of the count. Every plain load of the count is relaxed: it
 // either seeds a compare-exchange whose success order (acquire) does the
 // synchronising, or it is a decision hint (spin, wake, debug, describe) that
@@ -334,10 +340,11 @@ class BasicRwSemaphore {
     // queue, so a lock whose wait lock was never taken (nobody ever queued)
     // has no such up_read() in flight, and the scan is skipped.
     if (wait_lock_.ever_locked()) {
-      Platform::for_each_record([this](Record& r) {
+      internal::UnlockerWait<Platform> wait;
+      Platform::for_each_record([this, &wait](Record& r) {
         // acquire pairs with the release stores of up_read(): what the
         // unlocker did to the lock happens before we go on.
-        while (r.unlocking.load(std::memory_order_acquire) == this) Platform::yield();
+        while (r.unlocking.load(std::memory_order_acquire) == this) wait.once();
       });
     }
     wait_lock_.wait_until_unlocked();

@@ -20,6 +20,9 @@
 //   pause(n)                           n spin-wait hints: one back-off step
 //                                      (a model runs it as one hint)
 //   yield()                            give up the time slice
+//   sleep_for_ns(ns)                   sleep about ns (or less, on a
+//                                      signal): the CPU goes to any thread,
+//                                      whatever its priority
 //   perturb()                          schedule noise at protocol boundaries
 //                                      (corpus builds only)
 //   current_thread()                   the calling thread's Record
@@ -42,6 +45,7 @@
 #define RWSEM_LIB_INTERNAL_PLATFORM_H_
 
 #include <sched.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstddef>
@@ -92,6 +96,10 @@ struct NativePlatform {
     for (unsigned i = 0; i < n; ++i) arch::cpu_relax();
   }
   static void yield() { sched_yield(); }
+  static void sleep_for_ns(std::int64_t ns) {
+    const timespec t{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    nanosleep(&t, nullptr);  // interrupted: the caller's loop looks again
+  }
   static void perturb() { internal::perturb(); }
 
   // The calling thread's record, taken from the pool on first use.

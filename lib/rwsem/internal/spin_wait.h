@@ -1,7 +1,7 @@
-// Two back-offs for spin loops: SpinWait, for a spin-wait that has no one to
-// park on (the queued rwlock), and Backoff, for a spinner that polls a line
+// Three waits without a futex: SpinWait, for a spin-wait that has no one to
+// park on (the queued rwlock); Backoff, for a spinner that polls a line
 // another core writes (the rwsem's optimistic spinning, a queued writer's
-// poll).
+// poll); UnlockerWait, for a destructor waiting for an unlock call to end.
 //
 // The queued rwlock is a spinning lock: its waiters never sleep in the
 // kernel. In the kernel that is fine, because a spinner runs with preemption
@@ -14,6 +14,8 @@
 // platform policy P (platform.h).
 #ifndef RWSEM_LIB_INTERNAL_SPIN_WAIT_H_
 #define RWSEM_LIB_INTERNAL_SPIN_WAIT_H_
+
+#include <cstdint>
 
 namespace rwsem {
 namespace internal {
@@ -82,6 +84,36 @@ class Backoff {
  private:
   static constexpr unsigned kMaxPauses = 256;
   unsigned pauses_;
+};
+
+// A lock's destructor waiting for a thread that released the lock and is
+// still inside its unlock call for a few more instructions (rwsem.h,
+// "Lifetime"). That thread may have been preempted there, on this CPU, by
+// the destroyer itself: a SCHED_FIFO waiter it just woke preempts a
+// SCHED_OTHER waker at once. Yielding gives the CPU only to threads of the
+// yielder's priority or higher, so a real-time destroyer that only yielded
+// would keep the unlocker off its CPU until the kernel's real-time
+// bandwidth limit stepped in (measured: 950 ms, sched_rt_runtime_us
+// 950000). So the wait yields a few times (enough for an equal-priority
+// unlocker, the common case), then sleeps: 1 us, doubling up to 1 ms.
+template <class P>
+class UnlockerWait {
+ public:
+  void once() {
+    if (yields_ < kYields) {
+      ++yields_;
+      P::yield();
+      return;
+    }
+    P::sleep_for_ns(sleep_ns_);
+    if (sleep_ns_ < kMaxSleepNs) sleep_ns_ *= 2;
+  }
+
+ private:
+  static constexpr unsigned kYields = 8;
+  static constexpr std::int64_t kMaxSleepNs = 1000000;
+  unsigned yields_ = 0;
+  std::int64_t sleep_ns_ = 1000;
 };
 
 }  // namespace internal

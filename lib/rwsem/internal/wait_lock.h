@@ -23,6 +23,7 @@
 
 #include "arch/futex.h"
 #include "lib/rwsem/internal/runtime.h"
+#include "lib/rwsem/internal/spin_wait.h"
 #include "lib/rwsem/internal/thread_annotations.h"
 #include "lib/rwsem/internal/thread_record.h"
 
@@ -89,10 +90,12 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   // wait lock for its last few instructions (waking waiters); it touches
   // nothing of the lock after unlock() below. Waits until it is out.
   // acquire pairs with the release in unlock(): everything that thread did
-  // to the lock happens before the caller frees the memory. Never blocks
-  // for long: the wait lock is only ever held for queue edits.
+  // to the lock happens before the caller frees the memory. The holder is
+  // only ever a few instructions from the end, unless it was preempted: the
+  // wait yields, then sleeps (UnlockerWait, spin_wait.h).
   void wait_until_unlocked() const {
-    while (word_.load(std::memory_order_acquire) >= kHeld) P::yield();
+    UnlockerWait<P> wait;
+    while (word_.load(std::memory_order_acquire) >= kHeld) wait.once();
   }
 
  private:
