@@ -35,7 +35,9 @@
   X(opt_nospin, "reader-owned spins that set NONSPINNABLE")                  \
   X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")     \
   X(wlock_handoff_timer, "queued writers woken by their handoff deadline")   \
-  X(wlock_poll, "looks at its wait state by a queued writer before parking")
+  X(wlock_poll, "looks at its wait state by a queued writer before parking") \
+  X(destroy_wait_unlocker, "destructor waits for an up_read() still inside") \
+  X(destroy_wait_queue, "destructor waits for an unlocker holding the wait lock")
 
 namespace rwsem {
 

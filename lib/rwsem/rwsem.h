@@ -344,7 +344,10 @@ class BasicRwSemaphore {
       Platform::for_each_record([this, &wait](Record& r) {
         // acquire pairs with the release stores of up_read(): what the
         // unlocker did to the lock happens before we go on.
-        while (r.unlocking.load(std::memory_order_acquire) == this) wait.once();
+        while (r.unlocking.load(std::memory_order_acquire) == this) {
+          RWSEM_EVENT_INC(destroy_wait_unlocker);
+          wait.once();
+        }
       });
     }
     wait_lock_.wait_until_unlocked();

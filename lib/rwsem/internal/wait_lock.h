@@ -26,6 +26,7 @@
 #include "lib/rwsem/internal/spin_wait.h"
 #include "lib/rwsem/internal/thread_annotations.h"
 #include "lib/rwsem/internal/thread_record.h"
+#include "lib/rwsem/lock_events.h"
 
 namespace rwsem {
 namespace internal {
@@ -95,7 +96,10 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   // wait yields, then sleeps (UnlockerWait, spin_wait.h).
   void wait_until_unlocked() const {
     UnlockerWait<P> wait;
-    while (word_.load(std::memory_order_acquire) >= kHeld) wait.once();
+    while (word_.load(std::memory_order_acquire) >= kHeld) {
+      RWSEM_EVENT_INC(destroy_wait_queue);
+      wait.once();
+    }
   }
 
  private:
