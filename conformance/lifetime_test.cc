@@ -955,6 +955,95 @@ TEST(LifetimeRecords, WalkReachesEveryLiveThreadsRecord) {
   EXPECT_GE(walked.size(), static_cast<std::size_t>(kThreads));
 }
 
+// The walk runs without the pool's lock, so it may meet a chunk that is
+// being published: the pool links a new chunk at the head of its list
+// (release) and the walk reads the head (acquire) and then the chunk's
+// records and its link to the older chunks. One thread walks over and over
+// while threads take records: first as many as the pool may hold free
+// (all at once), then 130 more one at a time, each once the walker has
+// walked twice since the one before, so that the pool publishes at least
+// two new chunks while walks run and every new record is walked. The
+// walker and the threads share no other synchronisation, so TSan reports
+// a walk that reads a chunk not ordered after its building. Every walk
+// must see at least as many records as the one before (the list and the
+// counts only grow), and some walk must have seen the pool grow.
+TEST(LifetimeRecords, WalkWhileNewChunksArePublished) {
+  const auto count_records = [] {
+    std::size_t n = 0;
+    rwsem::internal::for_each_thread_record([](rwsem::internal::ThreadRecord& r, void* out) {
+      (void)r.unlocking.load(std::memory_order_acquire);  // what a destructor reads
+      ++*static_cast<std::size_t*>(out);
+    }, &n);
+    return n;
+  };
+  constexpr int kNew = 130;
+  const std::size_t before = count_records();  // an upper bound on the free records
+  std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};
+  // The threads block until the end (no polling: there may be a thousand).
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::atomic<std::size_t> walks{0};
+  std::size_t growths = 0, shrinks = 0;
+  std::thread walker([&] {
+    std::size_t last = 0;
+    for (std::size_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+      const std::size_t n = count_records();
+      if (k > 0 && n > last) ++growths;
+      if (n < last) ++shrinks;
+      last = n;
+      walks.store(k + 1, std::memory_order_relaxed);
+    }
+  });
+  ThreadGroup threads;  // small stacks: a 32-bit guest fits a thousand
+  std::size_t started = 0;
+  // False if the thread could not be started (ThreadGroup has reported it).
+  const auto start = [&] {
+    const bool ok = threads.spawn([&] {
+      (void)rwsem::internal::current_thread();  // takes a record (the first lock call does)
+      ready.fetch_add(1, std::memory_order_relaxed);
+      std::unique_lock<std::mutex> g(done_mu);
+      done_cv.wait(g, [&] { return done; });
+    });
+    started += ok;
+    return ok;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + hang_limit();
+  const auto wait_until = [&](auto pred) {
+    while (!pred() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    return pred();
+  };
+  bool on_time = true;
+  for (std::size_t i = 0; i < before && on_time; ++i) on_time = start();
+  on_time = on_time && wait_until([&] { return ready.load() == static_cast<int>(before); });
+  for (int i = 0; i < kNew && on_time; ++i) {
+    const std::size_t w = walks.load(std::memory_order_relaxed);
+    on_time = start() && wait_until([&] {
+      return ready.load() == static_cast<int>(before) + i + 1 &&
+             walks.load(std::memory_order_relaxed) >= w + 2;
+    });
+  }
+  stop.store(true, std::memory_order_relaxed);
+  walker.join();
+  const std::size_t after = count_records();
+  {
+    std::lock_guard<std::mutex> g(done_mu);
+    done = true;
+  }
+  done_cv.notify_all();
+  threads.join();
+  std::printf(
+      "[lifetime record walk during growth] %zu records before, %zu threads alive at once, %zu "
+      "after; %zu walks, %zu saw more records than the walk before, %zu fewer\n",
+      before, started, after, walks.load(), growths, shrinks);
+  ASSERT_TRUE(on_time) << "threads did not start, or threads or walks did not get going within "
+                          "the hang limit";
+  EXPECT_EQ(shrinks, 0u) << "a walk saw fewer records than an earlier one";
+  EXPECT_GE(after, before + kNew) << "the pool did not grow by two chunks' worth of records";
+  EXPECT_GT(growths, 0u) << "no walk saw the pool grow: the test did not run its race";
+}
+
 TYPED_TEST(Lifetime, FirstLockConcurrent) {
   using T = TypeParam;
   const std::uint64_t seed = run_seed();
