@@ -355,6 +355,33 @@ TYPED_TEST_SUITE(Model, ModelLocks, LayoutNames);
 
 using Pairs = std::vector<std::vector<std::vector<Kind>>>;
 
+// Some execution of a pair had one section wait for the other, which the
+// hand-over litmus tests are about: the two sections run one after the
+// other pass them whatever the lock does (a preemption bound of 0 gives
+// exactly that). Seen as a queued waiter, a spin that took the lock, or
+// the queued rwlock's waiting flags. Not asserted where no such signal
+// exists: the mutex counts no spins, and the queued rwlock marks nothing
+// in its word when a writer waits for a writer.
+template <class T>
+void expect_contended(const Coverage& cov, const Config& c,
+                      const std::vector<std::vector<Kind>>& p) {
+  if constexpr (IsRwsem<T>::value) {
+    const std::uint64_t spun = cov.event(LockEvent::opt_wlock) + cov.event(LockEvent::opt_rlock);
+    EXPECT_GT(static_cast<std::uint64_t>(cov.waiters) + spun, 0u)
+        << "no section ever waited for the other: " << cov.text();
+  } else if constexpr (std::is_same_v<T, ModelMutex>) {
+    if (!c.spinning())
+      EXPECT_GT(cov.waiters, 0) << "no section ever waited for the other: " << cov.text();
+  } else {
+    bool reader = false;
+    for (const auto& t : p)
+      for (Kind k : t) reader = reader || k == kRead || k == kReadTimed || k == kReadTry;
+    if (reader)
+      EXPECT_GT(cov.writer_waiting + cov.reader_behind_writer, 0)
+          << "no section ever waited for the other: " << cov.text();
+  }
+}
+
 // Each pair of one-section threads, exhaustively within `preemptions`.
 template <class T>
 void handover_pairs(const Pairs& pairs, int preemptions, std::initializer_list<bool> spins) {
@@ -366,6 +393,7 @@ void handover_pairs(const Pairs& pairs, int preemptions, std::initializer_list<b
           exhaustive(preemptions), Model<T>::label("handover", c) + " [" + names(p) + "]", c, p);
       Model<T>::expect(run.result);
       EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
+      expect_contended<T>(run.cov, c, p);
     }
   }
 }
