@@ -106,6 +106,60 @@ void wait_for_rt_bandwidth() {
   if (ready > now) nap(ready - now);
 }
 
+// The real-time thread of a pinned pair. On that thread, start(cpu) pins
+// it to `cpu` and makes it SCHED_FIFO; it returns false (the error kept
+// for the skip message) where that is refused. The test thread waits for
+// the outcome with started() and, if the thread never finishes, demotes it
+// to SCHED_OTHER so that its preempted partner can run.
+class RtThread {
+ public:
+  bool start(int cpu) {
+    handle_ = pthread_self();
+    pin_to(pthread_self(), cpu);
+    const int err = become_fifo(1);
+    if (err != 0) {
+      refusal_ = std::strerror(err);
+      state_ = 2;
+      return false;
+    }
+    state_ = 1;
+    return true;
+  }
+  bool decided() const { return state_.load() != 0; }
+  bool refused() const { return state_.load() == 2; }
+  const std::string& refusal() const { return refusal_; }
+
+  // Waits for `done`, longer than the RT throttling period (1 s): a thread
+  // that waits for its preempted partner is then either throttled back or
+  // spinning for good. Returns true if it had to be demoted.
+  bool wait_or_demote(const std::atomic<bool>& done) {
+    const auto limit = Clock::now() + std::max<std::chrono::nanoseconds>(scaled(3s), 3s);
+    while (!done.load() && Clock::now() < limit) nap(1ms);
+    if (done.load()) return false;
+    become_normal(handle_.load());
+    return true;
+  }
+
+ private:
+  std::atomic<int> state_{0};  // 1 running as SCHED_FIFO, 2 refused
+  std::atomic<pthread_t> handle_{};
+  std::string refusal_;
+};
+
+// Runs round(cpu, judged) twice on a pinned pair's CPU, the test thread
+// watching from another; only the second round is judged (see below).
+template <class Round>
+void run_pinned_rounds(Round round) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs (one for the pinned pair, one for the test)";
+  ASSERT_EQ(rwsem::internal::max_spinners(), g_spinners_at_start);
+  ScopedAffinity keep_mask;
+  ASSERT_EQ(pin_to(pthread_self(), cpus[1]), 0);  // the test watches from elsewhere
+  round(cpus[0], /*judged=*/false);
+  if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  round(cpus[0], /*judged=*/true);
+}
+
 // One round is run twice, and only the second is judged. Under QEMU
 // (armv7 with UBSan, four copies of this binary in parallel) a single round
 // failed in 1-2 of 40 runs, always a writer round, with the same rate before
@@ -120,14 +174,7 @@ template <class T>
 class RtWakee : public ::testing::Test {
  protected:
   static void run(bool reader_waiter) {
-    const std::vector<int> cpus = allowed_cpus();
-    if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs (one for the pinned pair, one for the test)";
-    ASSERT_EQ(rwsem::internal::max_spinners(), g_spinners_at_start);
-    ScopedAffinity keep_mask;
-    ASSERT_EQ(pin_to(pthread_self(), cpus[1]), 0);  // the test watches from elsewhere
-    round(reader_waiter, cpus[0], /*judged=*/false);
-    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
-    round(reader_waiter, cpus[0], /*judged=*/true);
+    run_pinned_rounds([&](int cpu, bool judged) { round(reader_waiter, cpu, judged); });
   }
 
   static void round(bool reader_waiter, int cpu, bool judged) {
@@ -135,12 +182,10 @@ class RtWakee : public ::testing::Test {
     const auto lock = make_lock<T>(true);
     T& sem = *lock;
     std::atomic<bool> n_holding{false}, go{false}, w_done{false};
-    std::atomic<int> w_state{0};  // 1 running as SCHED_FIFO, 2 refused
     std::atomic<int> after_unlock{0};
     std::atomic<int> seen_at_return{-1};
     std::atomic<std::int64_t> t_unlock{0}, t_return{0};
-    std::atomic<pthread_t> w_handle{};
-    std::string refusal;
+    RtThread w;
     ThreadGroup g;
     g.spawn([&] {  // N: normal priority owner and waker
       pin_to(pthread_self(), cpu);
@@ -153,15 +198,7 @@ class RtWakee : public ::testing::Test {
     });
     ASSERT_TRUE(eventually(sem, [&] { return n_holding.load(); }, "N holds the lock"));
     g.spawn([&] {  // W: the real-time waiter
-      w_handle = pthread_self();
-      pin_to(pthread_self(), cpu);
-      const int err = become_fifo(1);
-      if (err != 0) {
-        refusal = std::strerror(err);
-        w_state = 2;
-        return;
-      }
-      w_state = 1;
+      if (!w.start(cpu)) return;
       if (reader_waiter) read_lock(sem);
       else sem.lock();
       t_return = Clock::now().time_since_epoch().count();
@@ -170,20 +207,15 @@ class RtWakee : public ::testing::Test {
       else sem.unlock();
       w_done = true;
     });
-    ASSERT_TRUE(eventually(sem, [&] { return w_state.load() != 0; }, "W started"));
-    if (w_state == 2) {
+    ASSERT_TRUE(eventually(sem, [&] { return w.decided(); }, "W started"));
+    if (w.refused()) {
       go = true;
       g.join();
-      GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << refusal;
+      GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << w.refusal();
     }
     ASSERT_TRUE(eventually(sem, [&] { return one_waiter_queued(sem); }, "W queued"));
     go = true;
-    // Longer than the RT throttling period (1 s): a wakee that waits for its
-    // waker is then either throttled back or spinning for good.
-    const auto limit = Clock::now() + std::max<std::chrono::nanoseconds>(scaled(3s), 3s);
-    while (!w_done.load() && Clock::now() < limit) nap(1ms);
-    const bool stalled = !w_done.load();
-    if (stalled) become_normal(w_handle.load());  // let N run so that W can finish
+    const bool stalled = w.wait_or_demote(w_done);  // demoted: N runs, so W can finish
     ASSERT_TRUE(eventually(sem, [&] { return w_done.load(); }, "W returned"));
     g.join();
     const double latency = ms(std::chrono::nanoseconds(t_return.load() - t_unlock.load()));
@@ -280,15 +312,7 @@ class RtDestroyer : public ::testing::Test {
  protected:
   using Lock = rwsem::BasicRwSemaphore<L>;
 
-  static void run() {
-    const std::vector<int> cpus = allowed_cpus();
-    if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs (one for the pinned pair, one for the test)";
-    ScopedAffinity keep_mask;
-    ASSERT_EQ(pin_to(pthread_self(), cpus[1]), 0);  // the test watches from elsewhere
-    round(cpus[0], /*judged=*/false);
-    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
-    round(cpus[0], /*judged=*/true);
-  }
+  static void run() { run_pinned_rounds(round); }
 
   // True if some thread record announces an up_read() of `sem` in progress.
   static bool unlock_announced(const Lock* sem) {
@@ -304,12 +328,9 @@ class RtDestroyer : public ::testing::Test {
     // No spinning: W must queue and sleep, so that N's unlock wakes it.
     Lock* sem = new Lock(rwsem::Options{std::chrono::seconds(10), std::chrono::nanoseconds(0)});
     std::atomic<bool> n_holding{false}, go{false}, w_done{false}, announced{false};
-    std::atomic<int> w_state{0};  // 1 running as SCHED_FIFO, 2 refused
-    std::atomic<int> after_unlock{0};
     std::atomic<long> involuntary{-1}, voluntary{-1};
     std::atomic<std::int64_t> destroy_ns{0};
-    std::atomic<pthread_t> w_handle{};
-    std::string refusal;
+    RtThread w;
     ThreadGroup g;
     g.spawn([&] {  // N: normal priority reader, the unlocker
       pin_to(pthread_self(), cpu);
@@ -317,19 +338,10 @@ class RtDestroyer : public ::testing::Test {
       n_holding = true;
       while (!go.load()) nap(100us);
       sem->up_read();
-      after_unlock.store(1);
     });
     ASSERT_TRUE(eventually(*sem, [&] { return n_holding.load(); }, "N holds a read lock"));
     g.spawn([&] {  // W: the real-time writer, the destroyer
-      w_handle = pthread_self();
-      pin_to(pthread_self(), cpu);
-      const int err = become_fifo(1);
-      if (err != 0) {
-        refusal = std::strerror(err);
-        w_state = 2;
-        return;
-      }
-      w_state = 1;
+      if (!w.start(cpu)) return;
       sem->down_write();
       sem->up_write();
       announced = unlock_announced(sem);
@@ -344,19 +356,16 @@ class RtDestroyer : public ::testing::Test {
       voluntary = after.ru_nvcsw - before.ru_nvcsw;
       w_done = true;
     });
-    ASSERT_TRUE(eventually(*sem, [&] { return w_state.load() != 0; }, "W started"));
-    if (w_state == 2) {
+    ASSERT_TRUE(eventually(*sem, [&] { return w.decided(); }, "W started"));
+    if (w.refused()) {
       go = true;
       g.join();
       delete sem;
-      GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << refusal;
+      GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << w.refusal();
     }
     ASSERT_TRUE(eventually(*sem, [&] { return Peer::queue_length(*sem) == 1; }, "W queued"));
     go = true;  // from here on W owns `sem`
-    const auto limit = Clock::now() + std::max<std::chrono::nanoseconds>(scaled(3s), 3s);
-    while (!w_done.load() && Clock::now() < limit) nap(1ms);
-    const bool stalled = !w_done.load();
-    if (stalled) become_normal(w_handle.load());  // let N run so that W can finish
+    const bool stalled = w.wait_or_demote(w_done);  // demoted: N runs, so W can finish
     const auto give_up = Clock::now() + hang_limit();
     while (!w_done.load() && Clock::now() < give_up) nap(1ms);
     ASSERT_TRUE(w_done.load()) << "W never finished destroying the lock";
