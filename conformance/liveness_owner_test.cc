@@ -314,11 +314,12 @@ class RtDestroyer : public ::testing::Test {
 
   static void run() { run_pinned_rounds(round); }
 
-  // True if some thread record announces an up_read() of `sem` in progress.
-  static bool unlock_announced(const Lock* sem) {
+  // True if some thread record announces an up_read() of the lock at
+  // `addr` in progress (the address only: the lock may be gone).
+  static bool unlock_announced(const void* addr) {
     bool seen = false;
     rwsem::internal::NativePlatform::for_each_record([&](rwsem::internal::ThreadRecord& r) {
-      seen = seen || r.unlocking.load(std::memory_order_acquire) == sem;
+      seen = seen || r.unlocking.load(std::memory_order_acquire) == addr;
     });
     return seen;
   }
@@ -328,6 +329,7 @@ class RtDestroyer : public ::testing::Test {
     // No spinning: W must queue and sleep, so that N's unlock wakes it.
     Lock* sem = new Lock(rwsem::Options{std::chrono::seconds(10), std::chrono::nanoseconds(0)});
     std::atomic<bool> n_holding{false}, go{false}, w_done{false}, announced{false};
+    std::atomic<bool> announced_after{true};
     std::atomic<long> involuntary{-1}, voluntary{-1};
     std::atomic<std::int64_t> destroy_ns{0};
     RtThread w;
@@ -344,13 +346,17 @@ class RtDestroyer : public ::testing::Test {
       if (!w.start(cpu)) return;
       sem->down_write();
       sem->up_write();
-      announced = unlock_announced(sem);
+      const void* const addr = sem;
+      announced = unlock_announced(addr);
       rusage before{}, after{};
       getrusage(RUSAGE_THREAD, &before);
       const auto t0 = Clock::now();
       delete sem;
       const auto t1 = Clock::now();
       getrusage(RUSAGE_THREAD, &after);
+      // N cannot have run since, unless W slept or was preempted, so a
+      // destructor that did not wait for it leaves it announced.
+      announced_after = unlock_announced(addr);
       destroy_ns = (t1 - t0).count();
       involuntary = after.ru_nivcsw - before.ru_nivcsw;
       voluntary = after.ru_nvcsw - before.ru_nvcsw;
@@ -374,15 +380,18 @@ class RtDestroyer : public ::testing::Test {
       g_rt_spin_end_ns = Clock::now().time_since_epoch().count();
     std::printf(
         "  [%s, %s round, sched_rt_runtime_us=%s] RT destroyer: unlocker %s when the destruction "
-        "began; destruction %.3f ms, W's context switches during it: %ld voluntary, %ld "
-        "involuntary%s\n",
+        "began, %s when it returned; destruction %.3f ms, W's context switches during it: %ld "
+        "voluntary, %ld involuntary%s\n",
         L::kName, judged ? "judged" : "warm-up", rt_throttle().c_str(),
         announced.load() ? "still inside up_read()" : "already out of up_read()",
+        announced_after.load() ? "STILL INSIDE" : "out",
         ms(std::chrono::nanoseconds(destroy_ns.load())), voluntary.load(), involuntary.load(),
         stalled ? "; W was still waiting at the limit and was demoted" : "");
     if (!judged) return;
     EXPECT_TRUE(announced.load())
         << "the round did not reach its window: N had left up_read() before W destroyed the lock";
+    EXPECT_FALSE(announced_after.load())
+        << "the destructor returned while an up_read() of the lock was still under way";
     EXPECT_FALSE(stalled) << "the RT destroyer never finished until demoted";
     EXPECT_EQ(involuntary.load(), 0)
         << "the RT destroyer kept the CPU from its preempted unlocker until the kernel took it ("
