@@ -106,16 +106,16 @@ void wait_for_rt_bandwidth() {
   if (ready > now) nap(ready - now);
 }
 
-// The real-time thread of a pinned pair. On that thread, start(cpu) pins
-// it to `cpu` and makes it SCHED_FIFO; it returns false (the error kept
-// for the skip message) where that is refused. The test thread waits for
-// the outcome with started() and, if the thread never finishes, demotes it
-// to SCHED_OTHER so that its preempted partner can run.
+// A real-time test thread. On that thread, start(cpu) pins it to `cpu`
+// (unless cpu < 0) and makes it SCHED_FIFO; it returns false (the error
+// kept for the skip message) where that is refused. The test thread waits
+// for the outcome with decided() and, if the thread never finishes,
+// demotes it to SCHED_OTHER so that its preempted partner can run.
 class RtThread {
  public:
-  bool start(int cpu) {
+  bool start(int cpu = -1) {
     handle_ = pthread_self();
-    pin_to(pthread_self(), cpu);
+    if (cpu >= 0) pin_to(pthread_self(), cpu);
     const int err = become_fifo(1);
     if (err != 0) {
       refusal_ = std::strerror(err);
@@ -452,27 +452,20 @@ TYPED_TEST(OwnerLiveness, RealtimeWriterBehindReadersSetsHandoffAtOnce) {
   using B = typename TestFixture::B;
   typename TestFixture::Lock sem(rwsem::Options{std::chrono::seconds(10)});  // no timeout path
   sem.down_read();
-  std::atomic<int> rt_state{0};
   std::atomic<bool> w_in{false};
-  std::string refusal;
+  RtThread w;
   ThreadGroup g;
   g.spawn([&] {
-    const int err = become_fifo(1);
-    if (err != 0) {
-      refusal = std::strerror(err);
-      rt_state = 2;
-      return;
-    }
-    rt_state = 1;
+    if (!w.start()) return;
     sem.down_write();
     w_in = true;
     sem.up_write();
   });
-  ASSERT_TRUE(eventually(sem, [&] { return rt_state.load() != 0; }, "RT thread started"));
-  if (rt_state == 2) {
+  ASSERT_TRUE(eventually(sem, [&] { return w.decided(); }, "RT thread started"));
+  if (w.refused()) {
     sem.up_read();
     g.join();
-    GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << refusal;
+    GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << w.refusal();
   }
   ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "RT writer queued"));
   // The handoff timeout is 10 s: only the real-time rule can set HANDOFF now.
