@@ -274,6 +274,63 @@ TYPED_TEST(RwsemCore, WriterHandoffAfterTimeout) {
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
+// A lock owed to its first waiter goes to that waiter even before it has
+// been woken. The state: W owns HANDOFF, the last reader has released the
+// lock and its wake-up has not run yet (a window every up_read() has; here
+// a phantom reader leaves by a bare subtraction from the count, so the
+// window stays open). A writer, and then a reader, that come along must
+// queue behind W: the free lock is not theirs to take, whether they try
+// it before queueing or from the queue. The first to queue on the free
+// lock wakes W.
+TYPED_TEST(RwsemCore, AFreeLockOwedToTheFirstWaiterIsNotTakenPastIt) {
+  using B = typename TestFixture::B;
+  using Word = typename TestFixture::Word;
+  for (const bool later_reads : {false, true}) {
+    SCOPED_TRACE(later_reads ? "a reader comes along" : "a writer comes along");
+    rwsem::testing::FakeHandoffClock clock;
+    typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});  // no spinning
+    std::atomic<int> order{0}, w_pos{0}, later_pos{0};
+
+    Peer::add_phantom_readers(sem, 1);
+    ThreadGroup g;
+    g.spawn([&] {
+      sem.down_write();
+      w_pos = ++order;
+      sem.up_write();
+    });
+    ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); },
+                           "writer W queued behind the reader"));
+    clock.advance(5ms);
+    Peer::wake(sem);  // W retries past its deadline and claims HANDOFF
+    ASSERT_TRUE(eventually(
+        sem, [&] { return B::has_handoff(sem.count()) && TestFixture::sleeping_front(sem); },
+        "W owns HANDOFF and sleeps"));
+
+    // The reader releases; its wake-up does not follow.
+    Peer::count(sem).fetch_sub(static_cast<Word>(B::kReaderBias), std::memory_order_release);
+    ASSERT_FALSE(B::is_locked(sem.count())) << sem.describe();
+    ASSERT_TRUE(B::has_handoff(sem.count())) << sem.describe();
+
+    g.spawn([&] {
+      if (later_reads) {
+        sem.down_read();
+        later_pos = ++order;
+        sem.up_read();
+      } else {
+        sem.down_write();
+        later_pos = ++order;
+        sem.up_write();
+      }
+    });
+    ASSERT_TRUE(eventually(sem, [&] { return w_pos.load() != 0 && later_pos.load() != 0; },
+                           "both got the lock"));
+    g.join();
+    EXPECT_EQ(w_pos.load(), 1) << "the lock owed to W went to a "
+                               << (later_reads ? "reader" : "writer") << " that came later";
+    EXPECT_EQ(sem.count(), 0u) << sem.describe();
+  }
+}
+
 // The handoff timer: a writer queued behind a reader that keeps its lock
 // claims HANDOFF at its handoff deadline by itself, with no unlock to wake
 // it. Without the timer it would sleep until the reader count reaches zero,
