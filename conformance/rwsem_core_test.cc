@@ -302,9 +302,9 @@ TYPED_TEST(RwsemCore, AFreeLockOwedToTheFirstWaiterIsNotTakenPastIt) {
                            "writer W queued behind the reader"));
     clock.advance(5ms);
     Peer::wake(sem);  // W retries past its deadline and claims HANDOFF
-    ASSERT_TRUE(eventually(
-        sem, [&] { return B::has_handoff(sem.count()) && TestFixture::sleeping_front(sem); },
-        "W owns HANDOFF and sleeps"));
+    ASSERT_TRUE(eventually(sem, [&] {
+      return B::has_handoff(sem.count()) && TestFixture::sleeping_front(sem);
+    }, "W owns HANDOFF and sleeps"));
 
     // The reader releases; its wake-up does not follow.
     Peer::count(sem).fetch_sub(static_cast<Word>(B::kReaderBias), std::memory_order_release);
