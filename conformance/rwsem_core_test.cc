@@ -747,14 +747,34 @@ TYPED_TEST(RwsemCore, ReadFailSleepsUntilReadersDrain) {
   EXPECT_TRUE(B::has_waiters(sem.count())) << sem.describe();
   EXPECT_EQ(B::reader_count(sem.count()), B::kMaxReaders) << "bias not backed out";
 
+  // A writer that queues on the reader-owned lock wakes the readers ahead
+  // of it that could join, and with READFAIL set none can: R stays queued
+  // and asleep at the front, and no bias is added to the full count.
+  std::atomic<bool> w_in{false};
+  g.spawn([&] {
+    sem.down_write();
+    w_in = true;
+    sem.up_write();
+  });
+  std::vector<typename TestFixture::Lock::WaiterInfo> ws;
+  ASSERT_TRUE(eventually(sem, [&] {
+    ws.clear();
+    return sem.waiters(&ws) && !ws.empty() && !ws.back().reader && ws.back().sleeping;
+  }, "writer asleep in the queue"));
+  ASSERT_EQ(ws.size(), 2u) << "R left the queue while READFAIL was set: " << lock_state(sem);
+  EXPECT_TRUE(ws.front().reader && ws.front().sleeping) << lock_state(sem);
+  EXPECT_FALSE(r_in.load()) << "R granted while READFAIL was set";
+  EXPECT_EQ(B::reader_count(sem.count()), B::kMaxReaders) << sem.describe();
+
   sem.up_read();  // READFAIL clears, but readers remain: no wake-up yet
   EXPECT_FALSE(B::is_read_fail(sem.count())) << sem.describe();
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(r_in.load()) << "woken while readers still hold the lock";
-  EXPECT_EQ(TestFixture::queued(sem), 1u);
+  EXPECT_EQ(TestFixture::queued(sem), 2u);
 
   Peer::add_phantom_readers(sem, -phantoms);  // the last readers leave
   ASSERT_TRUE(eventually(sem, [&] { return r_in.load(); }, "reader woken after drain"));
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "writer after the reader"));
   g.join();
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
