@@ -758,7 +758,6 @@ TYPED_TEST(RwsemCore, ReadFailSleepsUntilReadersDrain) {
   });
   std::vector<typename TestFixture::Lock::WaiterInfo> ws;
   ASSERT_TRUE(eventually(sem, [&] {
-    ws.clear();
     return sem.waiters(&ws) && !ws.empty() && !ws.back().reader && ws.back().sleeping;
   }, "writer asleep in the queue"));
   ASSERT_EQ(ws.size(), 2u) << "R left the queue while READFAIL was set: " << lock_state(sem);

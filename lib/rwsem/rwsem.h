@@ -490,10 +490,12 @@ class BasicRwSemaphore {
     bool handoff_set;
     bool sleeping;  // queued and not woken (state kWaiting)
   };
-  // The queue, front first. Takes the wait lock; gives up and returns false
-  // after `patience` if someone holds it (a watchdog must not hang).
+  // Replaces *out with the queue, front first. Takes the wait lock; gives
+  // up and returns false (*out empty) after `patience` if someone holds it
+  // (a watchdog must not hang).
   bool waiters(std::vector<WaiterInfo>* out,
                std::chrono::nanoseconds patience = std::chrono::seconds(1)) {
+    out->clear();
     const std::int64_t give_up = Platform::now_ns() + patience.count();
     while (!wait_lock_.try_lock()) {
       if (Platform::now_ns() > give_up) return false;
