@@ -177,21 +177,31 @@ const char* kind_name(Kind k) {
   return names[k];
 }
 
-// How often a thread called for the lock while another thread was inside
-// its section (from its lock call's return to its unlock call's return):
-// the executions in which one section had to wait for, or be refused by,
-// the other, or raced with its release. Counted by section() when given
-// one.
-struct Overlap {
-  int inside = 0;  // threads inside a section now, in this execution
+// Ghost state of one execution, kept by section() when given one: plain
+// memory, not modelled (the model's threads are coroutines on one OS
+// thread, so it follows the schedule exactly and adds no synchronisation).
+//  - calls_while_held: how often a thread called for the lock while another
+//    was inside its section (from its lock call's return to its unlock
+//    call's return): executions in which one section had to wait for, or
+//    be refused by, the other, or raced with its release.
+//  - readers / writers: the threads that hold the lock now, from the lock
+//    call's return to the unlock call; downgrading: those inside a
+//    downgrade call, which hold it as one or the other throughout. Every
+//    value stored to the main word must account for them
+//    (holders_accounted() below).
+struct Ghost {
+  int inside = 0;
   long calls_while_held = 0;
+  int readers = 0;
+  int writers = 0;
+  int downgrading = 0;
 };
 
 // One critical section of kind k. A writing section increments the cell;
 // a reading one reads it. Returns the number of increments made.
 template <class T>
 int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(300),
-            bool* timed_out = nullptr, bool long_section = false, Overlap* overlap = nullptr) {
+            bool* timed_out = nullptr, bool long_section = false, Ghost* ghost = nullptr) {
   auto gave_up = [&] {
     if (timed_out != nullptr) *timed_out = true;
     return 0;
@@ -199,74 +209,89 @@ int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(
   auto work = [&] {
     if (long_section) ModelPlatform::yield();
   };
-  // Ghost bookkeeping (plain memory, not modelled: the model's threads are
-  // coroutines on one OS thread, so it follows the schedule exactly). A
-  // thread counts as inside from its lock call's return to its unlock
-  // call's return: the plain data accesses between are no scheduling
-  // points, the unlock's atomics are.
   auto calling = [&] {
-    if (overlap != nullptr && overlap->inside > 0) ++overlap->calls_while_held;
+    if (ghost != nullptr && ghost->inside > 0) ++ghost->calls_while_held;
   };
-  auto entered = [&] {
-    if (overlap != nullptr) ++overlap->inside;
+  auto entered = [&](bool reader) {
+    if (ghost == nullptr) return;
+    ++ghost->inside;
+    ++(reader ? ghost->readers : ghost->writers);
+  };
+  auto releasing = [&](bool reader) {
+    if (ghost != nullptr) --(reader ? ghost->readers : ghost->writers);
   };
   auto leaving = [&] {
-    if (overlap != nullptr) --overlap->inside;
+    if (ghost != nullptr) --ghost->inside;
   };
   calling();
   switch (k) {
     case kRead:
       read_lock(lock);
-      entered();
+      entered(true);
       (void)data.read();
       work();
+      releasing(true);
       read_unlock(lock);
       leaving();
       return 0;
     case kReadTimed:
       if (!read_lock_for(lock, timeout)) return gave_up();
-      entered();
+      entered(true);
       (void)data.read();
       work();
+      releasing(true);
       read_unlock(lock);
       leaving();
       return 0;
     case kReadTry:
       if (!read_try_lock(lock)) return 0;
-      entered();
+      entered(true);
       (void)data.read();
+      releasing(true);
       read_unlock(lock);
       leaving();
       return 0;
     case kWrite:
       lock.lock();
-      entered();
+      entered(false);
       data.write(data.read() + 1);
       work();
+      releasing(false);
       lock.unlock();
       leaving();
       return 1;
     case kWriteTimed:
       if (!write_lock_for(lock, timeout)) return gave_up();
-      entered();
+      entered(false);
       data.write(data.read() + 1);
       work();
+      releasing(false);
       lock.unlock();
       leaving();
       return 1;
     case kWriteTry:
       if (!lock.try_lock()) return 0;
-      entered();
+      entered(false);
       data.write(data.read() + 1);
+      releasing(false);
       lock.unlock();
       leaving();
       return 1;
     case kDowngrade: {
       lock.lock();
-      entered();
+      entered(false);
       data.write(data.read() + 1);
+      if (ghost != nullptr) {
+        --ghost->writers;
+        ++ghost->downgrading;
+      }
       const bool d = downgrade(lock);
+      if (ghost != nullptr) {
+        --ghost->downgrading;
+        ++(d ? ghost->readers : ghost->writers);
+      }
       (void)data.read();
+      releasing(d);
       unlock_after_downgrade(lock, d);
       leaving();
       return 1;
@@ -287,7 +312,7 @@ struct Coverage {
   long writer_waiting = 0;   // qrwlock: a head writer set WAITING
   long reader_behind_writer = 0;  // qrwlock: a head reader's bias beside a writer
   long timeouts = 0;         // timed sections that gave up
-  long calls_while_held = 0;  // Overlap, summed over executions
+  long calls_while_held = 0;  // Ghost, summed over executions
   std::uint64_t event(LockEvent e) const { return events[e]; }
   std::string text() const {
     std::ostringstream os;
@@ -321,6 +346,39 @@ void classify(std::uint64_t v, Coverage& cov) {
   }
 }
 
+// Does a value stored to the lock's main word account for every thread
+// that holds the lock (Ghost)? Each holder's share of the word (a reader
+// bias, the writer bit or owner) enters it by an RMW before the lock call
+// returns and leaves it only in the unlock call, and every later store is
+// an RMW on the newest value, so no store in between may lack it: one
+// that does lost a holder (a bias subtracted twice, a grant told before
+// its bias was added, a release on another thread's behalf).
+template <class T>
+bool holders_accounted(std::uint64_t v, const Ghost& g) {
+  if constexpr (std::is_same_v<T, ModelMutex>) {
+    return g.readers + g.writers == 0 || MutexOwnerLayout::owner_bits(v) != 0;
+  } else if constexpr (std::is_same_v<T, ModelQRwLock>) {
+    using L = QRwLockLayout;
+    const auto w = static_cast<L::Word>(v);
+    return L::readers(w) >= static_cast<L::Word>(g.readers) &&
+           (g.writers == 0 || L::write_locked(w));
+  } else {
+    using B = internal::CountBits<typename T::layout_type>;
+    const auto w = static_cast<typename T::Word>(v);
+    // A downgrader holds the writer bits or a reader bias, never neither.
+    const int readers = g.readers + (B::is_write_locked(w) ? 0 : g.downgrading);
+    return B::reader_count(w) >= static_cast<std::uint64_t>(readers) &&
+           (g.writers == 0 || B::is_write_locked(w));
+  }
+}
+
+template <class T>
+std::string describe_word(std::uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
 struct LockRun {
   Result result;
   Coverage cov;
@@ -341,21 +399,28 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
     Cell<int> data(0);
     name_lock(x, lock);
     x.name(&data, sizeof data, "data");
-    x.watch(main_word(lock), [&](std::uint64_t v) { classify<T>(v, run.cov); });
+    Ghost ghost;
+    x.watch(main_word(lock), [&](std::uint64_t v) {
+      classify<T>(v, run.cov);
+      MC_CHECK(holders_accounted<T>(v, ghost),
+               "a store to the lock word dropped a holder: " + std::to_string(ghost.readers) +
+                   " reader(s), " + std::to_string(ghost.writers) + " writer(s) and " +
+                   std::to_string(ghost.downgrading) +
+                   " downgrader(s) hold the lock, the stored value " + describe_word<T>(v));
+    });
     int writes[kMaxThreads] = {};
-    Overlap overlap;
     for (std::size_t i = 0; i < threads.size(); ++i) {
       x.spawn([&, i] {
         for (Kind k : threads[i]) {
           bool timed_out = false;
           writes[i] +=
-              section(lock, data, k, nanoseconds(300), &timed_out, c.long_sections, &overlap);
+              section(lock, data, k, nanoseconds(300), &timed_out, c.long_sections, &ghost);
           run.cov.timeouts += timed_out;
         }
       });
     }
     x.run();
-    run.cov.calls_while_held += overlap.calls_while_held;
+    run.cov.calls_while_held += ghost.calls_while_held;
     int total = 0;
     for (std::size_t i = 0; i < threads.size(); ++i) total += writes[i];
     MC_CHECK(data.read() == total, "a write was lost: data " + std::to_string(data.read()) +
@@ -399,7 +464,7 @@ TYPED_TEST_SUITE(Model, ModelLocks, LayoutNames);
 using Pairs = std::vector<std::vector<std::vector<Kind>>>;
 
 // Some execution of a pair had one thread call for the lock while the
-// other was inside its section (Overlap), which the hand-over litmus tests are
+// other was inside its section (Ghost), which the hand-over litmus tests are
 // about: the two sections run one after the other pass them whatever the
 // lock does (a preemption bound of 0 gives exactly that). Counted from the
 // schedule, not from the lock's state, so a stale read that sends a
