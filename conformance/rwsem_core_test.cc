@@ -841,6 +841,47 @@ TYPED_TEST(RwsemCore, TimedOutHandoffOwnerClearsHandoff) {
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
+// The same with a writer behind the HANDOFF owner. A reader behind it is
+// granted, and the grant clears HANDOFF whoever set it, so the test above
+// cannot tell whether the owner cleared it when it left; a writer behind
+// it, not yet due itself, is only woken to retry, and finds the reader-
+// owned lock still taken. HANDOFF must then be clear: nobody owns it, and
+// a bit nobody owns would keep new readers out and stop every steal until
+// that writer gets the lock.
+TYPED_TEST(RwsemCore, TimedOutHandoffOwnerLeavesNoHandoffBehind) {
+  using B = typename TestFixture::B;
+  rwsem::testing::FakeHandoffClock clock;
+  typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});  // no spinning
+  sem.down_read();
+  std::atomic<int> w1_state{0};  // 1 = timed out, 2 = got it
+  std::atomic<bool> w2_in{false};
+  ThreadGroup g;
+  g.spawn([&] {
+    w1_state = sem.down_write_timeout(300ms) ? 2 : 1;
+    if (w1_state == 2) sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); }, "W1 queued"));
+  clock.advance(5ms);
+  Peer::wake(sem);  // W1 is first and overdue: it retries and claims HANDOFF
+  ASSERT_TRUE(eventually(sem, [&] { return B::has_handoff(sem.count()); }, "W1 set HANDOFF"));
+  g.spawn([&] {  // queued now, so its own deadline is 4 ms away
+    sem.down_write();
+    w2_in = true;
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; }, "W2 queued"));
+  ASSERT_TRUE(eventually(sem, [&] { return w1_state.load() != 0; }, "W1 timed out"));
+  ASSERT_EQ(w1_state.load(), 1) << "W1 got a lock we still hold";
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::sleeping_front(sem); },
+                         "W2 first in the queue, asleep"));
+  EXPECT_FALSE(B::has_handoff(sem.count())) << "HANDOFF outlived its owner: " << sem.describe();
+  EXPECT_FALSE(w2_in.load());
+  sem.up_read();
+  ASSERT_TRUE(eventually(sem, [&] { return w2_in.load(); }, "W2 got the lock"));
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+}
+
 // Timed waiters expiring at the front, the middle and the back of a queue
 // leave the others correctly queued. The timed waiter must still be queued
 // when the queue is complete; on a slow machine (QEMU under load) it may
