@@ -224,80 +224,48 @@ int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(
     if (ghost != nullptr) --ghost->inside;
   };
   calling();
+  const bool reader = k == kRead || k == kReadTimed || k == kReadTry;
   switch (k) {
-    case kRead:
-      read_lock(lock);
-      entered(true);
-      (void)data.read();
-      work();
-      releasing(true);
-      read_unlock(lock);
-      leaving();
-      return 0;
+    case kRead: read_lock(lock); break;
     case kReadTimed:
       if (!read_lock_for(lock, timeout)) return gave_up();
-      entered(true);
-      (void)data.read();
-      work();
-      releasing(true);
-      read_unlock(lock);
-      leaving();
-      return 0;
+      break;
     case kReadTry:
       if (!read_try_lock(lock)) return 0;
-      entered(true);
-      (void)data.read();
-      releasing(true);
-      read_unlock(lock);
-      leaving();
-      return 0;
+      break;
     case kWrite:
-      lock.lock();
-      entered(false);
-      data.write(data.read() + 1);
-      work();
-      releasing(false);
-      lock.unlock();
-      leaving();
-      return 1;
+    case kDowngrade: lock.lock(); break;
     case kWriteTimed:
       if (!write_lock_for(lock, timeout)) return gave_up();
-      entered(false);
-      data.write(data.read() + 1);
-      work();
-      releasing(false);
-      lock.unlock();
-      leaving();
-      return 1;
+      break;
     case kWriteTry:
       if (!lock.try_lock()) return 0;
-      entered(false);
-      data.write(data.read() + 1);
-      releasing(false);
-      lock.unlock();
-      leaving();
-      return 1;
-    case kDowngrade: {
-      lock.lock();
-      entered(false);
-      data.write(data.read() + 1);
-      if (ghost != nullptr) {
-        --ghost->writers;
-        ++ghost->downgrading;
-      }
-      const bool d = downgrade(lock);
-      if (ghost != nullptr) {
-        --ghost->downgrading;
-        ++(d ? ghost->readers : ghost->writers);
-      }
-      (void)data.read();
-      releasing(d);
-      unlock_after_downgrade(lock, d);
-      leaving();
-      return 1;
-    }
+      break;
   }
-  return 0;
+  entered(reader);
+  if (reader) (void)data.read();
+  else data.write(data.read() + 1);
+  if (k != kReadTry && k != kWriteTry && k != kDowngrade) work();
+  if (k == kDowngrade) {
+    if (ghost != nullptr) {
+      --ghost->writers;
+      ++ghost->downgrading;
+    }
+    const bool d = downgrade(lock);
+    if (ghost != nullptr) {
+      --ghost->downgrading;
+      ++(d ? ghost->readers : ghost->writers);
+    }
+    (void)data.read();
+    releasing(d);
+    unlock_after_downgrade(lock, d);
+  } else {
+    releasing(reader);
+    if (reader) read_unlock(lock);
+    else lock.unlock();
+  }
+  leaving();
+  return reader ? 0 : 1;
 }
 
 // What the explorations reached, summed over all executions: a scenario
@@ -372,8 +340,7 @@ bool holders_accounted(std::uint64_t v, const Ghost& g) {
   }
 }
 
-template <class T>
-std::string describe_word(std::uint64_t v) {
+std::string hex_word(std::uint64_t v) {
   std::ostringstream os;
   os << "0x" << std::hex << v;
   return os.str();
@@ -406,7 +373,7 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
                "a store to the lock word dropped a holder: " + std::to_string(ghost.readers) +
                    " reader(s), " + std::to_string(ghost.writers) + " writer(s) and " +
                    std::to_string(ghost.downgrading) +
-                   " downgrader(s) hold the lock, the stored value " + describe_word<T>(v));
+                   " downgrader(s) hold the lock, the stored value " + hex_word(v));
     });
     int writes[kMaxThreads] = {};
     for (std::size_t i = 0; i < threads.size(); ++i) {
