@@ -886,7 +886,12 @@ class Explorer {
     if (!active || reporting) fail_outside("futex_wake");
     sched(true);
     tick();
-    check_init(l, "futex-wakes");
+    // Not an access to the word: a private futex is keyed by its address
+    // alone and FUTEX_WAKE does not read the word, so the call may name an
+    // object already destroyed (a mutex's unlock wakes after its releasing
+    // exchange, and the lock may be gone by then). Natively, if the address
+    // has been reused meanwhile, a sleeper on the new object wakes
+    // spuriously; here a retired location has no sleepers.
     fence_now(std::memory_order_seq_cst);
     int woken = 0;
     std::string who;
@@ -1038,6 +1043,7 @@ void for_each_record(void (*f)(void* record, void* ctx), void* ctx) {
   }
 }
 unsigned max_spinners() { return ex().opts.max_spinners; }
+int wait_lock_spins() { return ex().opts.wait_lock_spins; }
 
 void op_store_byte(Location& l, std::size_t offset, std::uint8_t v, std::memory_order mo) {
   // The whole word, from its newest value, with one byte replaced: the

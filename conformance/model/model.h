@@ -26,7 +26,9 @@
 // wake (Linux orders them through the futex hash bucket's lock; spurious
 // wake-ups and timeouts carry no such edge); a timed wait may time out at
 // any scheduling point (virtual time then jumps to its deadline). Both
-// futex calls are seq_cst fences, as the system call is. When no thread can run
+// futex calls are seq_cst fences, as the system call is. futex_wait reads
+// the word; futex_wake names it only by address and is not an access (it
+// may follow the object's destruction). When no thread can run
 // and none has a deadline, the execution is reported as a deadlock or lost
 // wake-up, with every thread's state and the scenario's decoded lock state.
 //
@@ -200,6 +202,7 @@ void* current_record();
 // the calling step (ModelPlatform::for_each_record()).
 void for_each_record(void (*f)(void* record, void* ctx), void* ctx);
 unsigned max_spinners();
+int wait_lock_spins();
 // The byte at `offset` of the word (host byte order) set to v.
 void op_store_byte(Location& l, std::size_t offset, std::uint8_t v, std::memory_order mo);
 
@@ -334,6 +337,11 @@ struct Options {
   long max_steps = 200000;
   // What ModelPlatform::max_spinners() returns.
   unsigned max_spinners = 2;
+  // What ModelPlatform::wait_lock_spins() returns. Natively 100; here each
+  // spin hint lets the other threads run first, the holder too, so with
+  // 100 a contender never found the wait lock still held and never slept
+  // on it. With 1 it does whenever the holder is preempted in between.
+  int wait_lock_spins = 1;
 };
 
 struct Result {

@@ -50,6 +50,7 @@ struct ModelPlatform {
   }
   static bool current_thread_is_realtime() { return false; }
   static unsigned max_spinners() { return mc::max_spinners(); }
+  static int wait_lock_spins() { return mc::wait_lock_spins(); }
   template <class W>
   static void store_byte(Atomic<W>* word, std::size_t offset, std::uint8_t v,
                          std::memory_order mo) {

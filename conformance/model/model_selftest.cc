@@ -343,6 +343,39 @@ TEST(ModelLitmus, DestructionMustFollowEveryAccess) {
   }
 }
 
+// futex_wake names its word by address only (FUTEX_WAKE of a private futex
+// reads no memory), so a wake-up after the word's destruction is not an
+// access; futex_wait reads the word, so a wait after it is a use after free.
+TEST(ModelLitmus, FutexWakeAfterDestructionIsNoAccessButWaitIs) {
+  for (bool wait : {false, true}) {
+    Result r =
+        check(exhaustive(), wait ? "futex_wait after destruction" : "futex_wake after destruction",
+              [wait](Execution& x) {
+      alignas(Atomic<std::uint32_t>) unsigned char storage[sizeof(Atomic<std::uint32_t>)];
+      auto* w = new (storage) Atomic<std::uint32_t>(0);
+      Atomic<int> released(0);
+      x.spawn([&] {
+        released.store(1, rel);
+        if (wait) (void)op_futex_wait(w->location(), 0, now_ns() + 1000);
+        else op_futex_wake(w->location(), 1);
+      });
+      x.spawn([&] {
+        while (released.load(acq) != 1) op_spin_hint(true);
+        w->~Atomic();
+      });
+      x.run();
+    });
+    if (wait) {
+      EXPECT_FALSE(r.ok);
+      EXPECT_TRUE(r.report.find("use after free") != std::string::npos ||
+                  r.report.find("does not happen before the destruction") != std::string::npos)
+          << r.report;
+    } else {
+      EXPECT_TRUE(r.ok) << r.report;
+    }
+  }
+}
+
 // Random mode replays: the same seed gives the same execution.
 TEST(ModelLitmus, RandomModeFindsStoreBufferingAndNamesSeed) {
   Result r = check(random_runs(5000), "SB random", store_buffering(rlx, rlx));

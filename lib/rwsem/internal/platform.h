@@ -31,6 +31,8 @@
 //                                      waits on them; rwsem.h "Lifetime")
 //   current_thread_is_realtime()       SCHED_FIFO/SCHED_RR caller?
 //   max_spinners()                     spinners one spin queue allows
+//   wait_lock_spins()                  spin-wait hints a wait-lock contender
+//                                      gives before it sleeps (wait_lock.h)
 //   store_byte(word, offset, v, mo)    an atomic store to one byte of an
 //                                      Atomic<W> (the queued rwlock's
 //                                      writer byte)
@@ -116,6 +118,9 @@ struct NativePlatform {
   }
   static bool current_thread_is_realtime() { return internal::current_thread_is_realtime(); }
   static unsigned max_spinners() { return internal::max_spinners(); }
+  // The wait lock is held for a few dozen instructions of queue edits: 100
+  // hints (a few microseconds) outlast a holder that is running.
+  static int wait_lock_spins() { return 100; }
 
   // A mixed-size atomic store: one byte, `offset` bytes into *word. C++ has
   // no such operation on std::atomic; the compiler builtin does it (the

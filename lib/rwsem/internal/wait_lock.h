@@ -106,7 +106,6 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   // kUnused: never taken (the only state a lock starts in); kFree: free;
   // kHeld: held; kContended: held, and someone may sleep on the word.
   static constexpr std::uint32_t kUnused = 0, kFree = 1, kHeld = 2, kContended = 3;
-  static constexpr int kSpins = 100;
 
   // `seen`: the word lock()'s compare-exchange found. The first taking of
   // a lock finds kUnused and takes it at once, not after a spin hint of the
@@ -120,7 +119,7 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
     if (seen == kUnused && word_.compare_exchange_strong(seen, kHeld, std::memory_order_acquire,
                                                          std::memory_order_relaxed))
       return;
-    for (int i = 0; i < kSpins; ++i) {
+    for (int i = 0, spins = P::wait_lock_spins(); i < spins; ++i) {
       P::cpu_relax();
       if (word_.load(std::memory_order_relaxed) < kHeld && try_lock()) return;
     }
