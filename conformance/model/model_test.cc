@@ -340,6 +340,27 @@ bool holders_accounted(std::uint64_t v, const Ghost& g) {
   }
 }
 
+// Could a value stored to the lock's main word be there with `threads`
+// threads using the lock? Each thread has at most one reader bias in the
+// word at a time (its own, or one a waker added when granting it), so the
+// reader count can never exceed the thread count: a larger one is a bias
+// subtracted that was never added (the reader field wrapped) or one added
+// twice. The bound needs no holder to be inside at the time, so it sees a
+// grant told before its bias was added as soon as the told reader leaves.
+template <class T>
+bool readers_possible(std::uint64_t v, int threads) {
+  if constexpr (std::is_same_v<T, ModelMutex>) {
+    return true;  // no reader count
+  } else if constexpr (std::is_same_v<T, ModelQRwLock>) {
+    using L = QRwLockLayout;
+    return L::readers(static_cast<L::Word>(v)) <= static_cast<std::uint64_t>(threads);
+  } else {
+    using B = internal::CountBits<typename T::layout_type>;
+    const auto w = static_cast<typename T::Word>(v);
+    return B::reader_count(w) <= static_cast<std::uint64_t>(threads) && B::is_consistent(w);
+  }
+}
+
 std::string hex_word(std::uint64_t v) {
   std::ostringstream os;
   os << "0x" << std::hex << v;
@@ -374,6 +395,11 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
                    " reader(s), " + std::to_string(ghost.writers) + " writer(s) and " +
                    std::to_string(ghost.downgrading) +
                    " downgrader(s) hold the lock, the stored value " + hex_word(v));
+      MC_CHECK(readers_possible<T>(v, static_cast<int>(threads.size())),
+               "a store to the lock word no sequence of " + std::to_string(threads.size()) +
+                   " threads' operations produces (more reader biases than threads, or "
+                   "inconsistent flags): " +
+                   hex_word(v));
     });
     int writes[kMaxThreads] = {};
     for (std::size_t i = 0; i < threads.size(); ++i) {
