@@ -150,6 +150,7 @@ class Explorer {
   };
   std::vector<Region> regions;
   std::vector<std::pair<const void*, std::function<void(std::uint64_t)>>> watches;
+  std::vector<std::function<std::string()>> quiescent_checks;
   bool failed = false;
   std::string failure;
   // exploration state
@@ -223,6 +224,16 @@ class Explorer {
           return;
         }
         if (best < 0) fail_now(deadlock_text());
+        for (auto& check : quiescent_checks) {
+          reporting = true;  // the check reads the lock's state: not steps
+          const std::string why = check();
+          reporting = false;
+          if (!why.empty())
+            fail_now(
+                "a wake-up lost and hidden by a timeout: no thread can run, the earliest "
+                "timed wait (T" +
+                std::to_string(best) + ") would end it, and " + why);
+        }
         time_out(best);
         switch_to(best);
         return;
@@ -424,6 +435,7 @@ class Explorer {
     describers.clear();
     regions.clear();
     watches.clear();
+    quiescent_checks.clear();
     failed = false;
     failure.clear();
     pos = 0;
@@ -1080,6 +1092,10 @@ void Execution::describe(std::function<std::string()> f) {
 
 void Execution::watch(const void* p, std::function<void(std::uint64_t)> f) {
   ex().watches.emplace_back(p, std::move(f));
+}
+
+void Execution::on_quiescent(std::function<std::string()> f) {
+  ex().quiescent_checks.push_back(std::move(f));
 }
 
 void Execution::name(const void* p, std::size_t size, std::string n) {

@@ -372,6 +372,14 @@ class Execution {
   // the atomic at p (buffered stores when they drain). For coverage: a
   // scenario counts how often the protocol state it is about was reached.
   void watch(const void* p, std::function<void(std::uint64_t)> f);
+  // Calls f() whenever no thread can run and some wait with a deadline,
+  // just before the earliest of them times out; f returns what is wrong
+  // with that state, or "" if nothing is. Nothing changes there until the
+  // timeout, so a thread asleep waiting for something already true (the
+  // lock it wants is free) lost its wake-up; the deadlock check cannot see
+  // that when the sleeper's deadline (its own timeout, a handoff timer)
+  // ends the wait. f must not do visible operations.
+  void on_quiescent(std::function<std::string()> f);
   // Starts the spawned threads and returns when all have finished
   // (thread 0 then happens-after all of them).
   void run();

@@ -376,6 +376,39 @@ TEST(ModelLitmus, FutexWakeAfterDestructionIsNoAccessButWaitIs) {
   }
 }
 
+// on_quiescent: the scenario's check runs when no thread can run and a
+// timed wait would end the standstill, so it sees a waiter left asleep
+// that only its timeout wakes; with a waker, no such state arises.
+TEST(ModelLitmus, QuiescentCheckSeesAWaitOnlyATimeoutEnds) {
+  for (bool woken : {false, true}) {
+    Result r = check(exhaustive(), woken ? "quiescent, woken" : "quiescent, only a timeout",
+                     [woken](Execution& x) {
+      Atomic<std::uint32_t> word(0);
+      bool waiting = false;  // plain: model threads are coroutines
+      x.on_quiescent([&] { return waiting ? std::string("it waits") : ""; });
+      x.spawn([&] {
+        waiting = true;
+        while (word.load(acq) == 0 &&
+               op_futex_wait(word.location(), 0, now_ns() + 1000) != ETIMEDOUT) {
+        }
+        waiting = false;
+      });
+      if (woken)
+        x.spawn([&] {
+          word.store(1, rel);
+          op_futex_wake(word.location(), 1);
+        });
+      x.run();
+    });
+    if (woken) {
+      EXPECT_TRUE(r.ok) << r.report;
+    } else {
+      EXPECT_FALSE(r.ok);
+      EXPECT_NE(r.report.find("it waits"), std::string::npos) << r.report;
+    }
+  }
+}
+
 // Random mode replays: the same seed gives the same execution.
 TEST(ModelLitmus, RandomModeFindsStoreBufferingAndNamesSeed) {
   Result r = check(random_runs(5000), "SB random", store_buffering(rlx, rlx));
