@@ -1094,7 +1094,8 @@ class BasicRwSemaphore {
     Waiter self(WaiterType::kReader, now, handoff_timeout_ns());
     WakeList wakes;
     wait_lock_.lock();
-    if (queue_.empty()) {
+    const bool first = queue_.empty();
+    if (first) {
       if (try_read_lock_unqueued()) {
         wait_lock_.unlock();
         RWSEM_EVENT_INC(rlock_fast);
@@ -1102,7 +1103,7 @@ class BasicRwSemaphore {
       }
       // relaxed: either an unlock's RMW comes after this in the count's
       // order and sees WAITERS (and then wakes us under the wait lock), or
-      // it comes before and we see the lock free below.
+      // it comes before and we see its result below.
       c = count_.fetch_or(Layout::kWaiters, std::memory_order_relaxed) | Layout::kWaiters;
     } else {
       c = count_.load(std::memory_order_relaxed);
@@ -1110,9 +1111,16 @@ class BasicRwSemaphore {
     // Armed before any waker can see us (thread_record.h, parking).
     internal::arm(*self.thread);
     queue_.push_back(&self);
-    // The lock went free before anyone saw WAITERS: nobody else will wake
-    // the queue, so we do (this may grant ourselves).
-    if (!B::is_locked(c)) mark_wake(WakeType::kAny, wakes);
+    // Nobody else will wake us soon, so we do (this grants ourselves):
+    //  - the lock went free before anyone saw WAITERS;
+    //  - we are the first waiter and only readers hold the lock. The try
+    //    above saw a writer, which has since released or downgraded (or
+    //    the try read a value older than the fetch_or's), and the readers
+    //    now holding the lock would wake us only when the last one leaves.
+    //    We may join them: nobody is queued ahead (the kernel's
+    //    rwsem_down_read_slowpath(): "wake our own waiter to join the
+    //    existing active readers").
+    if (first ? !B::is_write_locked(c) : !B::is_locked(c)) mark_wake(WakeType::kAny, wakes);
     wait_lock_.unlock();
     wakes.run();
 
