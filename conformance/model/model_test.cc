@@ -86,13 +86,21 @@ Options random_runs(long n, std::uint64_t seed) {
   return o;
 }
 
+// How long a section holds the lock.
+//  - kBrief: it reads or writes the data and leaves.
+//  - kYields: it yields once inside (1 us of virtual time): holders stay
+//    long enough for timed waiters and spinners to run out of time.
+//  - kSleeps: it sleeps 2 us inside (a timed futex wait nobody ends), as a
+//    holder blocked in I/O: while it sleeps every other thread may be
+//    asleep too, and the quiescence check (quiescent()) sees whether a
+//    waiter that could join the lock was left asleep.
+enum class Hold { kBrief, kYields, kSleeps };
+
 // How a scenario configures the lock.
 struct Config {
   bool spin = false;
   long handoff_us = 1000000;  // effectively never, but for the handoff timer
-  // Each section yields once inside (1 us of virtual time): holders stay
-  // long enough for timed waiters and spinners to run out of time.
-  bool long_sections = false;
+  Hold hold = Hold::kBrief;
   // Spinning asked for and compiled in (--define=rwsem_spin=off compiles it
   // out; the scenario then covers the sleeping paths twice).
   bool spinning() const { return spin && kSpinCompiledIn; }
@@ -189,8 +197,13 @@ const char* kind_name(Kind k) {
 //    downgrade call, which hold it as one or the other throughout. Every
 //    value stored to the main word must account for them
 //    (holders_accounted() below).
+//  - acquiring_readers / acquiring_writers: the threads inside a lock
+//    call, by kind. When no thread can run, none of them may be waiting
+//    for a lock it could take (quiescent()).
 struct Ghost {
   int inside = 0;
+  int acquiring_readers = 0;
+  int acquiring_writers = 0;
   long calls_while_held = 0;
   int readers = 0;
   int writers = 0;
@@ -201,13 +214,17 @@ struct Ghost {
 // a reading one reads it. Returns the number of increments made.
 template <class T>
 int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(300),
-            bool* timed_out = nullptr, bool long_section = false, Ghost* ghost = nullptr) {
+            bool* timed_out = nullptr, Hold hold = Hold::kBrief, Ghost* ghost = nullptr) {
   auto gave_up = [&] {
     if (timed_out != nullptr) *timed_out = true;
     return 0;
   };
   auto work = [&] {
-    if (long_section) ModelPlatform::yield();
+    if (hold == Hold::kYields) ModelPlatform::yield();
+    if (hold == Hold::kSleeps) {
+      Atomic<std::uint32_t> nap(0);  // nobody wakes it: the wait times out
+      (void)ModelPlatform::futex_wait(&nap, 0, ModelPlatform::now_ns() + 2000);
+    }
   };
   auto calling = [&] {
     if (ghost != nullptr && ghost->inside > 0) ++ghost->calls_while_held;
@@ -225,23 +242,19 @@ int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(
   };
   calling();
   const bool reader = k == kRead || k == kReadTimed || k == kReadTry;
+  if (ghost != nullptr) ++(reader ? ghost->acquiring_readers : ghost->acquiring_writers);
+  bool got = true;
   switch (k) {
     case kRead: read_lock(lock); break;
-    case kReadTimed:
-      if (!read_lock_for(lock, timeout)) return gave_up();
-      break;
-    case kReadTry:
-      if (!read_try_lock(lock)) return 0;
-      break;
+    case kReadTimed: got = read_lock_for(lock, timeout); break;
+    case kReadTry: got = read_try_lock(lock); break;
     case kWrite:
     case kDowngrade: lock.lock(); break;
-    case kWriteTimed:
-      if (!write_lock_for(lock, timeout)) return gave_up();
-      break;
-    case kWriteTry:
-      if (!lock.try_lock()) return 0;
-      break;
+    case kWriteTimed: got = write_lock_for(lock, timeout); break;
+    case kWriteTry: got = lock.try_lock(); break;
   }
+  if (ghost != nullptr) --(reader ? ghost->acquiring_readers : ghost->acquiring_writers);
+  if (!got) return k == kReadTry || k == kWriteTry ? 0 : gave_up();
   entered(reader);
   if (reader) (void)data.read();
   else data.write(data.read() + 1);
@@ -257,6 +270,7 @@ int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(
       ++(d ? ghost->readers : ghost->writers);
     }
     (void)data.read();
+    work();
     releasing(d);
     unlock_after_downgrade(lock, d);
   } else {
@@ -281,12 +295,14 @@ struct Coverage {
   long reader_behind_writer = 0;  // qrwlock: a head reader's bias beside a writer
   long timeouts = 0;         // timed sections that gave up
   long calls_while_held = 0;  // Ghost, summed over executions
+  long quiescent_waits = 0;   // quiescent states with a thread in a lock call
   std::uint64_t event(LockEvent e) const { return events[e]; }
   std::string text() const {
     std::ostringstream os;
     os << "waiters " << waiters << ", handoff " << handoff << ", pickup " << pickup
        << ", writer waiting " << writer_waiting << ", reader behind writer " << reader_behind_writer
-       << ", timeouts " << timeouts << ", calls while held " << calls_while_held;
+       << ", timeouts " << timeouts << ", calls while held " << calls_while_held
+       << ", quiescent waits " << quiescent_waits;
     if (kLockEventsEnabled) os << "; events: " << events;
     return os.str();
   }
@@ -338,6 +354,32 @@ bool holders_accounted(std::uint64_t v, const Ghost& g) {
     return B::reader_count(w) >= static_cast<std::uint64_t>(readers) &&
            (g.writers == 0 || B::is_write_locked(w));
   }
+}
+
+// What is wrong with a quiescent state (no thread can run, some wait with
+// a deadline: a timed waiter, a queued writer's handoff timer, a holder
+// asleep in its section; Execution::on_quiescent()), or "" if nothing is.
+// Every thread inside a lock call is then asleep in it, and none may be
+// waiting for a lock it could take: whoever last made that possible owed
+// it a wake-up, and only a timeout would now end its wait (the deadlock
+// check sees only waits without one).
+//  - Nobody holds the lock: every waiter could take it.
+//  - Readers hold it (a shared lock) and no writer holds it or waits for
+//    it: a waiting reader could join them. (No fairness rule keeps a
+//    reader out when no writer waits; the read-count limit, READFAIL, is
+//    far beyond these scenarios' thread counts.)
+// This judges lateness, which the final-state and deadlock checks cannot:
+// a waiter left asleep until a later unlock happens to wake it passes them.
+template <class T>
+std::string quiescent(const Ghost& g) {
+  const int waiting = g.acquiring_readers + g.acquiring_writers;
+  if (waiting == 0 || g.downgrading > 0) return "";
+  if (g.readers + g.writers == 0)
+    return std::to_string(waiting) + " thread(s) wait inside a lock call while nobody holds it";
+  if (kShared<T> && g.writers == 0 && g.acquiring_writers == 0 && g.acquiring_readers > 0)
+    return std::to_string(g.acquiring_readers) + " reader(s) wait while " +
+           std::to_string(g.readers) + " reader(s) hold the lock and no writer holds or wants it";
+  return "";
 }
 
 // Could a value stored to the lock's main word be there with `threads`
@@ -401,13 +443,16 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
                    "inconsistent flags): " +
                    hex_word(v));
     });
+    x.on_quiescent([&] {
+      run.cov.quiescent_waits += ghost.acquiring_readers + ghost.acquiring_writers > 0;
+      return quiescent<T>(ghost);
+    });
     int writes[kMaxThreads] = {};
     for (std::size_t i = 0; i < threads.size(); ++i) {
       x.spawn([&, i] {
         for (Kind k : threads[i]) {
           bool timed_out = false;
-          writes[i] +=
-              section(lock, data, k, nanoseconds(300), &timed_out, c.long_sections, &ghost);
+          writes[i] += section(lock, data, k, nanoseconds(300), &timed_out, c.hold, &ghost);
           run.cov.timeouts += timed_out;
         }
       });
@@ -550,12 +595,41 @@ TYPED_TEST(Model, TimeoutRacingWake) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    c.long_sections = true;
+    c.hold = Hold::kYields;
     const LockRun run = run_threads<TypeParam>(
         random_runs(30000, 0x3000), TestFixture::label("timeout racing wake", c), c,
         {{kWrite, kWriteTimed}, {kReadTimed, kReadTimed}, {kWriteTimed, kRead}});
     TestFixture::expect(run.result);
     if constexpr (kTimed<TypeParam>) EXPECT_GT(run.cov.timeouts, 0) << run.cov.text();
+  }
+}
+
+// Waiters that could take or join the lock while its holder sleeps inside
+// its section (Hold::kSleeps): a timed writer gives up while a reader
+// holds the lock, so the readers queued behind it may join at once; a
+// writer downgrades with readers queued, who may join at once; a holder's
+// unlock must wake the queue before the holder's next section. With every
+// thread asleep, run_threads()' quiescence check reports a waiter left
+// asleep that could have entered. A lock that lets such a waiter in only
+// at some later unlock passes the data, final-state and deadlock checks.
+TYPED_TEST(Model, WaitersThatCouldEnterAreWokenAtOnce) {
+  for (bool spin : {false, true}) {
+    Config c;
+    c.spin = spin;
+    c.hold = Hold::kSleeps;
+    for (const auto& threads : std::vector<std::vector<std::vector<Kind>>>{
+             {{kRead, kRead}, {kWriteTimed}, {kRead, kReadTimed}},
+             {{kDowngrade, kRead}, {kRead}, {kRead}}}) {
+      const LockRun run =
+          run_threads<TypeParam>(random_runs(20000, 0xa000),
+                                 TestFixture::label("could enter, holder asleep", c), c, threads);
+      TestFixture::expect(run.result);
+      // The queued rwlock's waiters spin (yielding) and never sleep, so no
+      // state with one of them waiting is quiescent; a waiter it keeps out
+      // too long shows as a livelock instead.
+      if constexpr (!std::is_same_v<TypeParam, ModelQRwLock>)
+        EXPECT_GT(run.cov.quiescent_waits, 0) << run.cov.text();
+    }
   }
 }
 
@@ -929,7 +1003,8 @@ TEST(ModelMutex, SleepProtocolAndPickup) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    c.long_sections = spin;  // holders outlast the spin budget: spinners queue
+    c.hold =
+        spin ? Hold::kYields : Hold::kBrief;  // holders outlast the spin budget: spinners queue
     const LockRun run = run_threads<ModelMutex>(
         random_runs(40000, 0x7000), std::string("mutex.sleep and pickup") + (spin ? " (spin)" : ""),
         c, {{kWrite, kWrite}, {kWrite, kWriteTimed}, {kWrite, kWrite}});
