@@ -103,7 +103,9 @@
 // An atomic object is retired by its destructor; its memory stays (the
 // checker owns every stack), so a late access is seen, not undefined.
 //
-// Plain data of the test goes in Cell<T>: every access is checked against
+// Plain data of the test goes in Cell<T>, and the lock's own plain shared
+// data (its wait queue, the fields of a waiter that wakers write) in
+// Plain<T> (ModelPlatform::Plain): every access is checked against
 // happens-before, so an access that is not ordered after the last
 // conflicting one is reported as a data race even where the host would
 // have hidden it.
@@ -306,6 +308,32 @@ class Cell {
     check_write(s_, this);
     v_ = v;
   }
+
+ private:
+  T v_;
+  mutable CellState s_;
+};
+
+// Plain data of the code under test (ModelPlatform::Plain<T>): a Cell
+// that reads and writes like a T, so the lock's own code keeps its syntax.
+// Reading converts, assigning writes; `->` reads a pointer. Construction
+// is not an access (an object's fields start out written by nobody).
+template <class T>
+class Plain {
+ public:
+  Plain(T v = T()) : v_(v) {}  // NOLINT: converts, as the T it stands for
+  Plain(const Plain& o) : v_(static_cast<T>(o)) {}
+  Plain& operator=(const Plain& o) { return *this = static_cast<T>(o); }
+  Plain& operator=(T v) {
+    check_write(s_, this);
+    v_ = v;
+    return *this;
+  }
+  operator T() const {  // NOLINT: converts, as the T it stands for
+    check_read(s_, this);
+    return v_;
+  }
+  T operator->() const { return static_cast<T>(*this); }
 
  private:
   T v_;

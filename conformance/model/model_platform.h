@@ -20,6 +20,8 @@ namespace mc {
 struct ModelPlatform {
   template <class T>
   using Atomic = mc::Atomic<T>;
+  template <class T>
+  using Plain = mc::Plain<T>;
   using Record = internal::BasicThreadRecord<ModelPlatform>;
 
   static void fence(std::memory_order mo) { op_fence(mo); }

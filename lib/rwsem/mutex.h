@@ -197,8 +197,8 @@ class BasicMutex {
 
   struct Waiter {
     Record* thread;
-    Waiter* next = nullptr;
-    Waiter* prev = nullptr;
+    typename P::template Plain<Waiter*> next = nullptr;  // wait lock held
+    typename P::template Plain<Waiter*> prev = nullptr;
   };
 
   // The releasing cmpxchg of unlock(), unlock_slow() and hand_over():
@@ -453,8 +453,9 @@ class BasicMutex {
   internal::BasicWaitLock<P> wait_lock_;
   std::int32_t spin_budget_ns_ = -1;  // < 0: the process-wide default
   internal::SpinQueue<P> osq_;
-  Waiter* head_ RWSEM_GUARDED_BY(wait_lock_) = nullptr;  // wait list, oldest first
-  Waiter* tail_ RWSEM_GUARDED_BY(wait_lock_) = nullptr;
+  // The wait list, oldest first.
+  typename P::template Plain<Waiter*> head_ RWSEM_GUARDED_BY(wait_lock_) = nullptr;
+  typename P::template Plain<Waiter*> tail_ RWSEM_GUARDED_BY(wait_lock_) = nullptr;
   // Copy of head_ for is_first(), stored under wait_lock_; relaxed loads
   // and stores: a hint, never dereferenced, only compared.
   typename P::template Atomic<Waiter*> first_{nullptr};

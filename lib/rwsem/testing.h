@@ -52,6 +52,7 @@ struct Peer {
     f("owner", &s.owner_, sizeof s.owner_);
     f("osq", &s.osq_, sizeof s.osq_);
     f("wait_lock", &s.wait_lock_, sizeof s.wait_lock_);
+    f("queue", &s.queue_, sizeof s.queue_);
   }
   // Pretends `n` more (or, negative, fewer) readers hold the lock, as if
   // that many had taken or released it, so tests reach READFAIL without
@@ -117,6 +118,8 @@ struct MutexPeer {
     f("wait_lock", &m.wait_lock_, sizeof m.wait_lock_);
     f("osq", &m.osq_, sizeof m.osq_);
     f("first", &m.first_, sizeof m.first_);
+    f("head", &m.head_, sizeof m.head_);
+    f("tail", &m.tail_, sizeof m.tail_);
   }
   // What a woken first waiter that failed to get the lock does: ask the
   // owner for a handoff. Only meaningful while the lock is owned.

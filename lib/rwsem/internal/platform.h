@@ -7,6 +7,10 @@
 // that touches memory shared between threads or asks the OS or the clock:
 //
 //   template <class T> using Atomic    the atomic type of every shared word
+//   template <class T> using Plain     shared data that is not atomic (the
+//                                      wait queue, a waiter's fields): T
+//                                      itself here; a model checker's
+//                                      policy checks each access for races
 //   using Record                       the per-thread record,
 //                                      BasicThreadRecord<P>
 //   fence(mo)                          a thread fence
@@ -78,6 +82,8 @@ void for_each_thread_record(void (*f)(BasicThreadRecord<NativePlatform>&, void*)
 struct NativePlatform {
   template <class T>
   using Atomic = std::atomic<T>;
+  template <class T>
+  using Plain = T;
   using Record = BasicThreadRecord<NativePlatform>;
 
   static void fence(std::memory_order mo) { std::atomic_thread_fence(mo); }

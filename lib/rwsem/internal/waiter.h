@@ -64,17 +64,20 @@ struct Waiter {
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
-  Waiter* next = nullptr;       // queue links; wait lock held
-  Waiter* prev = nullptr;
-  Waiter* wake_next = nullptr;  // mark_wake()'s list of granted readers
+  template <class T>
+  using Plain = typename P::template Plain<T>;
+
+  Plain<Waiter*> next = nullptr;       // queue links; wait lock held
+  Plain<Waiter*> prev = nullptr;
+  Plain<Waiter*> wake_next = nullptr;  // mark_wake()'s list of granted readers
   typename P::template Atomic<std::uint32_t> state{kWaiting};
   const WaiterType type;
-  bool handoff_set = false;     // this waiter owns the HANDOFF bit; wait lock
-  bool rt = false;              // SCHED_FIFO/RR writer: hands off at once
+  Plain<bool> handoff_set = false;  // this waiter owns the HANDOFF bit; wait lock
+  Plain<bool> rt = false;           // SCHED_FIFO/RR writer: hands off at once
   // Reader: granted by a wake-up that left waiters queued, so it opens a
   // read phase (rwsem.h). Written by the waker before its release store of
   // kWoken; read by this reader after its acquire load of it.
-  bool granted_in_phase = false;
+  Plain<bool> granted_in_phase = false;
   const std::int64_t enqueued_ns;          // handoff clock, for diagnostics
   const std::int64_t handoff_deadline_ns;  // handoff clock
   Record* const thread;
@@ -156,7 +159,7 @@ class WaitQueue {
   }
 
  private:
-  Waiter* first_ = nullptr;
+  typename P::template Plain<Waiter*> first_ = nullptr;
 };
 
 // Waiters chosen for wake-up with the wait lock held, unparked after it is
