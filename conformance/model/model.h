@@ -74,6 +74,13 @@
 // whole word computed from its newest value; and the hardware's own
 // behaviour beyond the C++ model is not modelled (a target's compiler maps
 // C++'s orders onto it; that mapping is the compiler's to get right).
+// One way it can report what cannot happen: a timed wait past its deadline
+// is not made to time out while another thread can run, so a thread that
+// spins without end (yielding) keeps a due sleeper asleep, and the
+// execution ends as a livelock where a real timer would have fired. A
+// scenario whose holders sleep while its waiters spin (the queued rwlock
+// with sleeping sections, explored exhaustively) meets this; none of the
+// scenarios does.
 //
 // Exploration
 // -----------

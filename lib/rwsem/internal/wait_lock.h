@@ -50,12 +50,11 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
 
   [[nodiscard]] bool try_lock() RWSEM_TRY_ACQUIRE(true) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     std::uint32_t expected = kFree;
-    // acquire: as in lock(). A lock never taken is free too.
+    // acquire: as in lock(). A lock never taken is free too; taking it
+    // from kUnused is relaxed (first_taking()).
     const bool taken = word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
                                                      std::memory_order_relaxed) ||
-                       (expected == kUnused &&
-                        word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
-                                                      std::memory_order_relaxed));
+                       (expected == kUnused && first_taking(expected));
     if (taken) note_holder(true);
     return taken;
   }
@@ -115,10 +114,7 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   // explored about a tenth of the executions (generic64, no spin: 9,980
   // against 118,526).
   void lock_slow(std::uint32_t seen) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
-    // acquire: as in lock().
-    if (seen == kUnused && word_.compare_exchange_strong(seen, kHeld, std::memory_order_acquire,
-                                                         std::memory_order_relaxed))
-      return;
+    if (seen == kUnused && first_taking(seen)) return;
     for (int i = 0, spins = P::wait_lock_spins(); i < spins; ++i) {
       P::cpu_relax();
       if (word_.load(std::memory_order_relaxed) < kHeld && try_lock()) return;
@@ -128,6 +124,17 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
     ParkedScope<P> parked;  // spinners on a lock we own stop spinning
     while (word_.exchange(kContended, std::memory_order_acquire) >= kHeld)
       P::futex_wait(&word_, kContended, arch::kNoDeadline);
+  }
+
+  // Takes a lock never taken before (`seen` is kUnused), unless another
+  // thread got there first (`seen` then holds what it found). relaxed:
+  // kUnused is the word's initial value, which no release wrote, so there
+  // is no earlier holder whose queue edits the taker must see (the lock's
+  // construction is ordered before every use by whoever published the
+  // lock); an acquire here would pair with nothing.
+  bool first_taking(std::uint32_t& seen) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    return word_.compare_exchange_strong(seen, kHeld, std::memory_order_relaxed,
+                                         std::memory_order_relaxed);
   }
 
   // Debug builds: records (held) or forgets (!held) the calling thread as
