@@ -326,25 +326,17 @@ class Cell {
 // Reading converts, assigning writes; `->` reads a pointer. Construction
 // is not an access (an object's fields start out written by nobody).
 template <class T>
-class Plain {
+class Plain : public Cell<T> {
  public:
-  Plain(T v = T()) : v_(v) {}  // NOLINT: converts, as the T it stands for
-  Plain(const Plain& o) : v_(static_cast<T>(o)) {}
-  Plain& operator=(const Plain& o) { return *this = static_cast<T>(o); }
+  Plain(T v = T()) : Cell<T>(v) {}  // NOLINT: converts, as the T it stands for
+  Plain(const Plain& o) : Cell<T>(o.read()) {}
+  Plain& operator=(const Plain& o) { return *this = o.read(); }
   Plain& operator=(T v) {
-    check_write(s_, this);
-    v_ = v;
+    this->write(v);
     return *this;
   }
-  operator T() const {  // NOLINT: converts, as the T it stands for
-    check_read(s_, this);
-    return v_;
-  }
-  T operator->() const { return static_cast<T>(*this); }
-
- private:
-  T v_;
-  mutable CellState s_;
+  operator T() const { return this->read(); }  // NOLINT: converts, as the T it stands for
+  T operator->() const { return this->read(); }
 };
 
 // ---- exploring a scenario ----------------------------------------------------

@@ -330,6 +330,30 @@ void classify(std::uint64_t v, Coverage& cov) {
   }
 }
 
+// A value of the lock's main word, decoded as far as the holder checks
+// need: the reader count (none for the mutex), whether a writer holds the
+// lock, and whether the flags are ones a correct sequence produces (the
+// rwsem's is_consistent()).
+struct MainWord {
+  std::uint64_t readers = 0;
+  bool write_locked = false;
+  bool consistent = true;
+};
+template <class T>
+MainWord decode(std::uint64_t v) {
+  if constexpr (std::is_same_v<T, ModelMutex>) {
+    return {0, MutexOwnerLayout::owner_bits(v) != 0, true};
+  } else if constexpr (std::is_same_v<T, ModelQRwLock>) {
+    using L = QRwLockLayout;
+    const auto w = static_cast<L::Word>(v);
+    return {static_cast<std::uint64_t>(L::readers(w)), L::write_locked(w), true};
+  } else {
+    using B = internal::CountBits<typename T::layout_type>;
+    const auto w = static_cast<typename T::Word>(v);
+    return {B::reader_count(w), B::is_write_locked(w), B::is_consistent(w)};
+  }
+}
+
 // Does a value stored to the lock's main word account for every thread
 // that holds the lock (Ghost)? Each holder's share of the word (a reader
 // bias, the writer bit or owner) enters it by an RMW before the lock call
@@ -339,21 +363,12 @@ void classify(std::uint64_t v, Coverage& cov) {
 // its bias was added, a release on another thread's behalf).
 template <class T>
 bool holders_accounted(std::uint64_t v, const Ghost& g) {
-  if constexpr (std::is_same_v<T, ModelMutex>) {
-    return g.readers + g.writers == 0 || MutexOwnerLayout::owner_bits(v) != 0;
-  } else if constexpr (std::is_same_v<T, ModelQRwLock>) {
-    using L = QRwLockLayout;
-    const auto w = static_cast<L::Word>(v);
-    return L::readers(w) >= static_cast<L::Word>(g.readers) &&
-           (g.writers == 0 || L::write_locked(w));
-  } else {
-    using B = internal::CountBits<typename T::layout_type>;
-    const auto w = static_cast<typename T::Word>(v);
-    // A downgrader holds the writer bits or a reader bias, never neither.
-    const int readers = g.readers + (B::is_write_locked(w) ? 0 : g.downgrading);
-    return B::reader_count(w) >= static_cast<std::uint64_t>(readers) &&
-           (g.writers == 0 || B::is_write_locked(w));
-  }
+  const MainWord m = decode<T>(v);
+  // The mutex is exclusive whatever the section's kind.
+  if constexpr (!kShared<T>) return g.readers + g.writers == 0 || m.write_locked;
+  // A downgrader holds the writer bits or a reader bias, never neither.
+  const int readers = g.readers + (m.write_locked ? 0 : g.downgrading);
+  return m.readers >= static_cast<std::uint64_t>(readers) && (g.writers == 0 || m.write_locked);
 }
 
 // What is wrong with a quiescent state (no thread can run, some wait with
@@ -387,20 +402,13 @@ std::string quiescent(const Ghost& g) {
 // word at a time (its own, or one a waker added when granting it), so the
 // reader count can never exceed the thread count: a larger one is a bias
 // subtracted that was never added (the reader field wrapped) or one added
-// twice. The bound needs no holder to be inside at the time, so it sees a
-// grant told before its bias was added as soon as the told reader leaves.
+// twice. Unlike holders_accounted() it needs no holder inside at the
+// time, so a wrapped count fails at the store that wrapped it even while a
+// writer or nobody holds the lock.
 template <class T>
 bool readers_possible(std::uint64_t v, int threads) {
-  if constexpr (std::is_same_v<T, ModelMutex>) {
-    return true;  // no reader count
-  } else if constexpr (std::is_same_v<T, ModelQRwLock>) {
-    using L = QRwLockLayout;
-    return L::readers(static_cast<L::Word>(v)) <= static_cast<std::uint64_t>(threads);
-  } else {
-    using B = internal::CountBits<typename T::layout_type>;
-    const auto w = static_cast<typename T::Word>(v);
-    return B::reader_count(w) <= static_cast<std::uint64_t>(threads) && B::is_consistent(w);
-  }
+  const MainWord m = decode<T>(v);
+  return m.readers <= static_cast<std::uint64_t>(threads) && m.consistent;
 }
 
 std::string hex_word(std::uint64_t v) {
@@ -1003,8 +1011,8 @@ TEST(ModelMutex, SleepProtocolAndPickup) {
   for (bool spin : {false, true}) {
     Config c;
     c.spin = spin;
-    c.hold =
-        spin ? Hold::kYields : Hold::kBrief;  // holders outlast the spin budget: spinners queue
+    // Holders outlast the spin budget: spinners queue.
+    c.hold = spin ? Hold::kYields : Hold::kBrief;
     const LockRun run = run_threads<ModelMutex>(
         random_runs(40000, 0x7000), std::string("mutex.sleep and pickup") + (spin ? " (spin)" : ""),
         c, {{kWrite, kWrite}, {kWrite, kWriteTimed}, {kWrite, kWrite}});
