@@ -53,6 +53,10 @@ struct ModelPlatform {
   static bool current_thread_is_realtime() { return false; }
   static unsigned max_spinners() { return mc::max_spinners(); }
   static int wait_lock_spins() { return mc::wait_lock_spins(); }
+  // No kernel to ask: a model thread is preempted wherever the scheduler
+  // chooses, which is what the extension only makes less likely.
+  static void begin_short_section() {}
+  static void end_short_section() {}
   template <class W>
   static void store_byte(Atomic<W>* word, std::size_t offset, std::uint8_t v,
                          std::memory_order mo) {

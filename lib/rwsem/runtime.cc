@@ -1,11 +1,14 @@
 #include <pthread.h>
 #include <sched.h>
+#include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdarg>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -15,6 +18,16 @@
 #include "lib/rwsem/config.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/runtime.h"
+#include "lib/rwsem/internal/time_slice.h"
+
+// Where glibc (2.35 and later) registered the calling thread's rseq area:
+// at the thread pointer plus __rseq_offset, __rseq_size > 0 once registered.
+// Weak, so that the library links against a C library without them (then
+// the extension is off).
+extern "C" {
+extern const std::ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+}
 
 namespace rwsem {
 namespace {
@@ -217,6 +230,70 @@ ThreadRecord& current_thread_slow() {
   }
   t_current_record = r;
   return *r;
+}
+
+// ---- the rseq time-slice extension (time_slice.h) ---------------------------
+
+namespace {
+
+// The kernel's ABI numbers (include/uapi/linux/prctl.h, auxvec.h and the
+// syscall tables). rseq_slice_yield is 471 in the common numbering every
+// architecture this project builds for uses since Linux 5.1, offset by
+// the ABI's base on MIPS; a C library's own number wins.
+constexpr int kPrRseqSliceExtension = 79;
+constexpr unsigned long kPrRseqSliceExtensionSet = 2;
+constexpr unsigned long kPrRseqSliceExtEnable = 1;
+constexpr unsigned long kAtRseqFeatureSize = 27;
+#if defined(__NR_rseq_slice_yield)
+constexpr long kSysRseqSliceYield = __NR_rseq_slice_yield;
+#elif defined(__mips__)
+constexpr long kSysRseqSliceYield = __NR_Linux + 471;
+#else
+constexpr long kSysRseqSliceYield = 471;
+#endif
+
+void rseq_slice_yield() { syscall(kSysRseqSliceYield); }
+
+// Does the kernel know the slice control field of the rseq area the C
+// library registered? Asked once: both answers hold for the whole process.
+bool process_may_extend_slices() {
+  static const bool may = [] {
+    if (&__rseq_size == nullptr || &__rseq_offset == nullptr || __rseq_size == 0) return false;
+    return getauxval(kAtRseqFeatureSize) >= kSliceCtrlOffset + sizeof(SliceCtrl);
+  }();
+  return may;
+}
+
+}  // namespace
+
+void time_slice_lookup(TimeSliceState& s) {
+  s.looked_up = true;
+  s.ctrl = nullptr;
+  if (!process_may_extend_slices()) return;
+  // Per thread: the kernel turns the extension on for the calling thread.
+  if (prctl(kPrRseqSliceExtension, kPrRseqSliceExtensionSet, kPrRseqSliceExtEnable, 0, 0) != 0)
+    return;
+  s.ctrl = reinterpret_cast<SliceCtrl*>(static_cast<char*>(__builtin_thread_pointer()) +
+                                        __rseq_offset + kSliceCtrlOffset);
+  s.give_back = rseq_slice_yield;
+}
+
+bool time_slice_extension_active() {
+  TimeSliceState& s = t_time_slice;
+  if (!s.looked_up) time_slice_lookup(s);
+  return s.ctrl != nullptr;
+}
+
+void set_time_slice_for_testing(SliceCtrl* ctrl, void (*give_back)()) {
+  TimeSliceState& s = t_time_slice;
+  s = TimeSliceState{};
+  if (ctrl == nullptr) {
+    time_slice_lookup(s);
+    return;
+  }
+  s.looked_up = true;
+  s.ctrl = ctrl;
+  s.give_back = give_back;
 }
 
 // sched_getscheduler() is a system call, and the spin and handoff paths ask

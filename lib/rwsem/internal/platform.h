@@ -37,6 +37,10 @@
 //   max_spinners()                     spinners one spin queue allows
 //   wait_lock_spins()                  spin-wait hints a wait-lock contender
 //                                      gives before it sleeps (wait_lock.h)
+//   begin_short_section()              the caller starts a section it wants
+//   end_short_section()                to run without preemption: the wait
+//                                      lock's (time_slice.h; Linux's rseq
+//                                      time-slice extension where offered)
 //   store_byte(word, offset, v, mo)    an atomic store to one byte of an
 //                                      Atomic<W> (the queued rwlock's
 //                                      writer byte)
@@ -63,6 +67,7 @@
 #include "lib/rwsem/internal/perturb.h"
 #include "lib/rwsem/internal/runtime.h"
 #include "lib/rwsem/internal/thread_record.h"
+#include "lib/rwsem/internal/time_slice.h"
 
 namespace rwsem {
 namespace internal {
@@ -127,6 +132,8 @@ struct NativePlatform {
   // The wait lock is held for a few dozen instructions of queue edits: 100
   // hints (a few microseconds) outlast a holder that is running.
   static int wait_lock_spins() { return 100; }
+  static void begin_short_section() { begin_time_slice_section(); }
+  static void end_short_section() { end_time_slice_section(); }
 
   // A mixed-size atomic store: one byte, `offset` bytes into *word. C++ has
   // no such operation on std::atomic; the compiler builtin does it (the

@@ -5,8 +5,10 @@
 // zero-initialised lock is a valid one) and never returns to it. It spins
 // briefly first, because it is held only for queue edits of a few dozen
 // instructions; a holder that gets preempted makes the others sleep rather
-// than burn their time slices. Futex, yield, spin hint and perturbation
-// come from the platform policy P (platform.h).
+// than burn their time slices. A holder asks the kernel not to preempt it
+// while it holds the lock, where the kernel offers that (time_slice.h).
+// Futex, yield, spin hint, perturbation and that request come from the
+// platform policy P (platform.h).
 //
 // The wait lock is a Clang thread-safety capability: what it guards says
 // RWSEM_GUARDED_BY(wait_lock_), the helpers that need it say
@@ -45,7 +47,7 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
     if (!word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
                                        std::memory_order_relaxed))
       lock_slow(expected);
-    note_holder(true);
+    held();
   }
 
   [[nodiscard]] bool try_lock() RWSEM_TRY_ACQUIRE(true) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
@@ -55,14 +57,16 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
     const bool taken = word_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire,
                                                      std::memory_order_relaxed) ||
                        (expected == kUnused && first_taking(expected));
-    if (taken) note_holder(true);
+    if (taken) held();
     return taken;
   }
 
   void unlock() RWSEM_RELEASE() RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     note_holder(false);
     // release pairs with the acquire in lock()/try_lock()/lock_slow().
-    if (word_.exchange(kFree, std::memory_order_release) == kContended) P::futex_wake(&word_, 1);
+    const bool contended = word_.exchange(kFree, std::memory_order_release) == kContended;
+    P::end_short_section();  // before the futex call, which would end a grant
+    if (contended) P::futex_wake(&word_, 1);
     P::perturb();  // corpus builds only: whoever waited for the queue runs now
   }
 
@@ -135,6 +139,15 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
   bool first_taking(std::uint32_t& seen) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     return word_.compare_exchange_strong(seen, kHeld, std::memory_order_relaxed,
                                          std::memory_order_relaxed);
+  }
+
+  // Every taking of the lock ends here. The holder asks not to be preempted
+  // until unlock() (P::begin_short_section(); time_slice.h): a holder
+  // preempted here stalls every thread that queues on, or wakes from, the
+  // lock this wait lock guards.
+  void held() {
+    P::begin_short_section();
+    note_holder(true);
   }
 
   // Debug builds: records (held) or forgets (!held) the calling thread as
