@@ -411,6 +411,33 @@ bool readers_possible(std::uint64_t v, int threads) {
   return m.readers <= static_cast<std::uint64_t>(threads) && m.consistent;
 }
 
+// Did a store to the rwsem's count take the lock past HANDOFF? `before` is
+// the value it replaced (the count's stores are all RMWs, so consecutive
+// stores in its modification order are what each RMW read and wrote).
+// While HANDOFF is set the lock is owed to the first waiter (invariant H
+// in rwsem.h): no writer but that waiter may take it, whether by a fast
+// path, a spin, a steal or a retry from further back in the queue. So a
+// store that write-locks a count that had HANDOFF set and no writer must
+// be the first waiter's own (its try_write_lock(), which runs with the
+// wait lock held while it is still queued first). Returns what is wrong,
+// or "". This judges order, which the other checks cannot: a lock taken
+// past the waiter owed it keeps exclusion, the data and the final state.
+template <class T>
+std::string handoff_bypass(std::uint64_t before, std::uint64_t after, T& lock) {
+  if constexpr (std::is_same_v<T, ModelMutex> || std::is_same_v<T, ModelQRwLock>) {
+    return "";
+  } else {
+    using B = internal::CountBits<typename T::layout_type>;
+    const auto b = static_cast<typename T::Word>(before);
+    const auto a = static_cast<typename T::Word>(after);
+    if (!B::has_handoff(b) || B::is_write_locked(b) || !B::is_write_locked(a)) return "";
+    const auto* owed = testing::Peer::first_waiter_thread(lock);
+    if (owed == &ModelPlatform::current_thread()) return "";
+    return std::string("a writer took the lock past HANDOFF: it is owed to the first waiter, ") +
+           (owed == nullptr ? "but the queue is empty" : "and the writer is not it");
+  }
+}
+
 std::string hex_word(std::uint64_t v) {
   std::ostringstream os;
   os << "0x" << std::hex << v;
@@ -438,8 +465,12 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
     name_lock(x, lock);
     x.name(&data, sizeof data, "data");
     Ghost ghost;
+    std::uint64_t last_stored = 0;  // the main word starts at 0 for every lock type
     x.watch(main_word(lock), [&](std::uint64_t v) {
       classify<T>(v, run.cov);
+      const std::string bypass = handoff_bypass<T>(last_stored, v, lock);
+      MC_CHECK(bypass.empty(), bypass + " (" + hex_word(last_stored) + " -> " + hex_word(v) + ")");
+      last_stored = v;
       MC_CHECK(holders_accounted<T>(v, ghost),
                "a store to the lock word dropped a holder: " + std::to_string(ghost.readers) +
                    " reader(s), " + std::to_string(ghost.writers) + " writer(s) and " +

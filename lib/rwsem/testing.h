@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "lib/rwsem/internal/count_bits.h"
@@ -37,6 +38,18 @@ class FakeHandoffClock {
  private:
   std::atomic<std::int64_t> now_;
 };
+
+// The value of a lock's plain shared field (P::Plain<T>) as a check sees it
+// from outside every thread: the field itself natively; under a model
+// checker its unchecked read, which is no thread's access.
+template <class F>
+auto peek(const F& f) {
+  if constexpr (std::is_scalar_v<F>) {
+    return f;
+  } else {
+    return f.peek();
+  }
+}
 
 // Raw access to a BasicRwSemaphore's count and wait queue.
 struct Peer {
@@ -99,6 +112,18 @@ struct Peer {
   template <class L, class P>
   static bool try_read_lock_unqueued(BasicRwSemaphore<L, P>& s) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     return s.try_read_lock_unqueued();
+  }
+  // The thread record of the first waiter, or nullptr if nobody waits. Reads
+  // the queue without the wait lock: only for a model checker's check,
+  // which runs between its threads' steps, at a store to the count by a
+  // thread that either holds the wait lock (so nobody else edits the
+  // queue) or does not look at the queue at all. (So the static analysis
+  // is off for it: it reads the guarded queue on purpose.)
+  template <class L, class P>
+  static const typename P::Record* first_waiter_thread(BasicRwSemaphore<L, P>& s)
+      RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    const auto* first = peek(s.queue_.first_);
+    return first != nullptr ? first->thread : nullptr;
   }
   template <class L, class P>
   static std::size_t queue_length(BasicRwSemaphore<L, P>& s) {

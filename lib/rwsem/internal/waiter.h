@@ -40,6 +40,10 @@
 #include "lib/rwsem/lock_events.h"
 
 namespace rwsem {
+namespace testing {
+struct Peer;  // test-only access (lib/rwsem/testing.h)
+}  // namespace testing
+
 namespace internal {
 
 enum class WaiterType : std::uint8_t { kReader, kWriter };
@@ -159,6 +163,7 @@ class WaitQueue {
   }
 
  private:
+  friend struct testing::Peer;
   typename P::template Plain<Waiter*> first_ = nullptr;
 };
 
