@@ -38,6 +38,11 @@ inline constexpr std::chrono::nanoseconds kDefaultHandoffTimeout = std::chrono::
 // departs from the kernel").
 inline constexpr int kReadPhaseDivisor = 16;
 
+// A reader within its read phase looks at the clock for the phase's end on
+// its first rejoin and every this-many-th after (rwsem.h,
+// may_rejoin_read_phase()).
+inline constexpr unsigned kReadPhaseClockStride = 16;
+
 // Readers woken by one wake-up when the first waiter is a reader (rwsem series patch
 // 6): bounds the waker's work and the growth of the reader count.
 inline constexpr int kMaxReadersWakeup = 256;

@@ -64,10 +64,12 @@ struct alignas(64) BasicThreadRecord {
   typename P::template Atomic<std::uint32_t> sleep{0};
   static constexpr std::uint32_t kAwake = 0, kAsleep = 1;
   // The read phase this thread may rejoin (rwsem.h, "Read phases"): the
-  // lock whose wake-up granted it a read lock, and the phase's end on the
-  // handoff clock. Only the thread itself reads or writes them.
+  // lock whose wake-up granted it a read lock, the phase's end on the
+  // handoff clock, and the rejoins so far (the clock is read on every
+  // kReadPhaseClockStride-th). Only the thread itself reads or writes them.
   const void* read_phase_lock = nullptr;
   std::int64_t read_phase_end_ns = 0;
+  unsigned read_phase_rejoins = 0;
   // The lock this thread is releasing a read lock of, from before its
   // releasing RMW until it is done touching the lock (rwsem.h, "Lifetime"),
   // else nullptr. Written only by the thread itself; a destructor reads it
