@@ -494,23 +494,34 @@ TYPED_TEST(RwsemCore, OverdueReaderBehindAWriterGoesFirst) {
 // queued opens a read phase. Within it, it may take the read lock again
 // past that writer while more readers hold the lock than could be running
 // (phantom readers stand in for granted readers still waiting for a CPU);
-// after it, rule 1 holds again and it queues behind the writer. The phase
-// runs on the fake handoff clock, so no step depends on how fast the
-// machine is. A lock without phases fails the first step; one whose phases
-// never end fails the second.
+// after it, rule 1 holds again and it queues behind the writer. A rejoin
+// reads the clock for the phase's end on the phase's first rejoin and every
+// kReadPhaseClockStride-th after, so once the phase is over the reader
+// queues within that many asks. The phase runs on the fake handoff clock,
+// so no step depends on how fast the machine is. A lock without phases
+// fails the first step; one whose phases never end fails the second.
 TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   rwsem::testing::FakeHandoffClock clock;
   // 4 ms handoff timeout: phases of 250 us; no spinning, so every wait queues.
   typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
   const std::int64_t holders = TestFixture::phase_holders();
   std::atomic<int> r_locks{0}, step{0};
-  std::atomic<bool> w_in{false};
+  std::atomic<bool> w_in{false}, r_done{false};
 
   sem.down_write();
   ThreadGroup g;
-  ASSERT_TRUE(TestFixture::queue_reader_then_writer(
-      sem, g, TestFixture::stepping_reader(sem, 3, r_locks, step),
-      TestFixture::writer_once(sem, w_in)));
+  // R: takes the read lock, holds it until the step moves past its count,
+  // and asks again, until told it is done.
+  auto reader = [&] {
+    for (int i = 0; !r_done.load(); ++i) {
+      sem.down_read();
+      r_locks++;
+      while (step.load() == i && !r_done.load()) std::this_thread::sleep_for(100us);
+      sem.up_read();
+    }
+  };
+  ASSERT_TRUE(
+      TestFixture::queue_reader_then_writer(sem, g, reader, TestFixture::writer_once(sem, w_in)));
 
   sem.up_write();  // grants R, skipping W: R opens its read phase
   ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
@@ -522,13 +533,30 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   EXPECT_EQ(TestFixture::queued(sem), 1u) << lock_state(sem);
 
   clock.advance(1ms);  // past R's phase, before W's handoff deadline
-  step = 2;            // R leaves and asks again: rule 1 queues it behind W
-  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 2; },
-                         "R queued behind W once its phase was over"));
-  EXPECT_EQ(r_locks.load(), 2) << lock_state(sem);
+  // R leaves and asks again, as often as it gets in: rule 1 must queue it
+  // behind W within kReadPhaseClockStride asks.
+  int asks = 0;
+  bool queued = false;
+  while (!queued && asks < int{rwsem::kReadPhaseClockStride}) {
+    ++asks;
+    step = 1 + asks;
+    ASSERT_TRUE(eventually(sem, [&] {
+      return TestFixture::queued(sem) == 2 || r_locks.load() == 2 + asks;
+    }, "R asked again after its phase"));
+    queued = TestFixture::queued(sem) == 2;
+  }
+  EXPECT_TRUE(queued) << "R still rejoined past W " << asks << " asks after its phase ended; "
+                      << lock_state(sem);
+  EXPECT_FALSE(w_in.load());
 
-  // The last reader out wakes W.
-  TestFixture::phantoms_leave_then_writer_then_reader(sem, g, holders, w_in, r_locks, step, 3);
+  // The last reader out wakes W; R gets in after it.
+  const int before = r_locks.load();
+  Peer::add_phantom_readers(sem, -holders);
+  ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == before + 1; }, "R after W"));
+  r_done = true;
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
 // A rejoin needs a holder that cannot be running: with only as many other
