@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <map>
 #include <new>
 #include <sstream>
 #include <string>
@@ -200,6 +201,10 @@ const char* kind_name(Kind k) {
 //  - acquiring_readers / acquiring_writers: the threads inside a lock
 //    call, by kind. When no thread can run, none of them may be waiting
 //    for a lock it could take (quiescent()).
+//  - bias_past_handoff (the rwsem): per thread (its record), whether the
+//    reader bias it last added itself went into a count with HANDOFF set
+//    and no writer (note_reader_bias()). A reader may not enter on such a
+//    bias: the lock is owed to the first waiter.
 struct Ghost {
   int inside = 0;
   int acquiring_readers = 0;
@@ -208,6 +213,7 @@ struct Ghost {
   int readers = 0;
   int writers = 0;
   int downgrading = 0;
+  std::map<const void*, bool> bias_past_handoff;
 };
 
 // One critical section of kind k. A writing section increments the cell;
@@ -231,6 +237,9 @@ int section(T& lock, Cell<int>& data, Kind k, nanoseconds timeout = nanoseconds(
   };
   auto entered = [&](bool reader) {
     if (ghost == nullptr) return;
+    MC_CHECK(!reader || !ghost->bias_past_handoff[&ModelPlatform::current_thread()],
+             "a reader entered on the bias it added while HANDOFF was set: the lock is owed to "
+             "the first waiter");
     ++ghost->inside;
     ++(reader ? ghost->readers : ghost->writers);
   };
@@ -438,6 +447,30 @@ std::string handoff_bypass(std::uint64_t before, std::uint64_t after, T& lock) {
   }
 }
 
+// Keeps Ghost::bias_past_handoff for the thread making a store to the
+// rwsem's count (`before` -> `after`, as in handoff_bypass()). A reader's
+// own lock attempt adds exactly one bias and nothing else (the fast path,
+// a spin, a trylock); it keeps the bias or takes it back out, again as
+// exactly one bias, before it queues, and its unlock takes it out too. A
+// correct lock backs out every bias added while HANDOFF is set and no
+// writer holds the lock (reader_may_join(), may_rejoin_read_phase()), so
+// no reader enters on one; a reader granted from the queue backed its own
+// out first. A waker's grant of one reader adds one bias too, but a grant
+// with HANDOFF set also clears it in the same store, and a waker is
+// between lock calls, so its next own attempt sets its entry again.
+template <class T>
+void note_reader_bias(std::uint64_t before, std::uint64_t after, Ghost& g) {
+  if constexpr (kShared<T> && !std::is_same_v<T, ModelQRwLock>) {
+    using B = internal::CountBits<typename T::layout_type>;
+    using W = typename T::Word;
+    const auto b = static_cast<W>(before);
+    const auto a = static_cast<W>(after);
+    bool& mine = g.bias_past_handoff[&ModelPlatform::current_thread()];
+    if (a == static_cast<W>(b + B::kReaderBias)) mine = B::has_handoff(b) && !B::is_write_locked(b);
+    else if (a == static_cast<W>(b - B::kReaderBias)) mine = false;
+  }
+}
+
 std::string hex_word(std::uint64_t v) {
   std::ostringstream os;
   os << "0x" << std::hex << v;
@@ -470,6 +503,7 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
       classify<T>(v, run.cov);
       const std::string bypass = handoff_bypass<T>(last_stored, v, lock);
       MC_CHECK(bypass.empty(), bypass + " (" + hex_word(last_stored) + " -> " + hex_word(v) + ")");
+      note_reader_bias<T>(last_stored, v, ghost);
       last_stored = v;
       MC_CHECK(holders_accounted<T>(v, ghost),
                "a store to the lock word dropped a holder: " + std::to_string(ghost.readers) +
