@@ -471,6 +471,28 @@ void note_reader_bias(std::uint64_t before, std::uint64_t after, Ghost& g) {
   }
 }
 
+// Invariant H of rwsem.h: HANDOFF is set in the count exactly when the
+// queue's first waiter owns it (handoff_set). Both change only with the
+// wait lock held, so H holds whenever nobody holds it: it is checked at
+// every release of the wait lock (a store of kFree, 1, to its word),
+// against the count's newest value (`count`, kept by the count's watch).
+// A HANDOFF left behind by a waiter that leaves, or cleared under a waiter
+// that still owns it, fails at that release.
+template <class T>
+void watch_handoff_invariant(Execution& x, T& lock, const std::uint64_t& count) {
+  if constexpr (kShared<T> && !std::is_same_v<T, ModelQRwLock>) {
+    using B = internal::CountBits<typename T::layout_type>;
+    x.watch(testing::Peer::wait_lock_word(lock), [&lock, &count](std::uint64_t v) {
+      if (v != 1) return;  // not a release (kFree)
+      const bool bit = B::has_handoff(static_cast<typename T::Word>(count));
+      const bool owned = testing::Peer::first_waiter_owns_handoff(lock);
+      MC_CHECK(bit == owned, std::string("the wait lock was released with HANDOFF ") +
+                                 (bit ? "set" : "clear") + " but the first waiter " +
+                                 (owned ? "owning it" : "not owning it") + " (invariant H)");
+    });
+  }
+}
+
 std::string hex_word(std::uint64_t v) {
   std::ostringstream os;
   os << "0x" << std::hex << v;
@@ -516,6 +538,7 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
                    "inconsistent flags): " +
                    hex_word(v));
     });
+    watch_handoff_invariant(x, lock, last_stored);
     x.on_quiescent([&] {
       run.cov.quiescent_waits += ghost.acquiring_readers + ghost.acquiring_writers > 0;
       return quiescent<T>(ghost);

@@ -125,6 +125,19 @@ struct Peer {
     const auto* first = peek(s.queue_.first_);
     return first != nullptr ? first->thread : nullptr;
   }
+  // Does the first waiter own HANDOFF (handoff_set)? false if nobody
+  // waits. The same kind of look as first_waiter_thread(), for a check
+  // made when the wait lock has just been released.
+  template <class L, class P>
+  static bool first_waiter_owns_handoff(BasicRwSemaphore<L, P>& s) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    const auto* first = peek(s.queue_.first_);
+    return first != nullptr && peek(first->handoff_set);
+  }
+  // The address of the wait lock's word (its first member).
+  template <class L, class P>
+  static const void* wait_lock_word(BasicRwSemaphore<L, P>& s) {
+    return &s.wait_lock_;
+  }
   template <class L, class P>
   static std::size_t queue_length(BasicRwSemaphore<L, P>& s) {
     std::vector<typename BasicRwSemaphore<L, P>::WaiterInfo> v;
