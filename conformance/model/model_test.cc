@@ -420,6 +420,11 @@ bool readers_possible(std::uint64_t v, int threads) {
   return m.readers <= static_cast<std::uint64_t>(threads) && m.consistent;
 }
 
+// The rwsem layouts, which have a count with HANDOFF (the model's other
+// lock types, the mutex and the queued rwlock, are judged without it).
+template <class T>
+inline constexpr bool kIsRwsem = !std::is_same_v<T, ModelMutex> && !std::is_same_v<T, ModelQRwLock>;
+
 // Did a store to the rwsem's count take the lock past HANDOFF? `before` is
 // the value it replaced (the count's stores are all RMWs, so consecutive
 // stores in its modification order are what each RMW read and wrote).
@@ -433,7 +438,7 @@ bool readers_possible(std::uint64_t v, int threads) {
 // past the waiter owed it keeps exclusion, the data and the final state.
 template <class T>
 std::string handoff_bypass(std::uint64_t before, std::uint64_t after, T& lock) {
-  if constexpr (std::is_same_v<T, ModelMutex> || std::is_same_v<T, ModelQRwLock>) {
+  if constexpr (!kIsRwsem<T>) {
     return "";
   } else {
     using B = internal::CountBits<typename T::layout_type>;
@@ -460,7 +465,7 @@ std::string handoff_bypass(std::uint64_t before, std::uint64_t after, T& lock) {
 // between lock calls, so its next own attempt sets its entry again.
 template <class T>
 void note_reader_bias(std::uint64_t before, std::uint64_t after, Ghost& g) {
-  if constexpr (kShared<T> && !std::is_same_v<T, ModelQRwLock>) {
+  if constexpr (kIsRwsem<T>) {
     using B = internal::CountBits<typename T::layout_type>;
     using W = typename T::Word;
     const auto b = static_cast<W>(before);
@@ -480,9 +485,13 @@ void note_reader_bias(std::uint64_t before, std::uint64_t after, Ghost& g) {
 // that still owns it, fails at that release.
 template <class T>
 void watch_handoff_invariant(Execution& x, T& lock, const std::uint64_t& count) {
-  if constexpr (kShared<T> && !std::is_same_v<T, ModelQRwLock>) {
+  if constexpr (kIsRwsem<T>) {
     using B = internal::CountBits<typename T::layout_type>;
-    x.watch(testing::Peer::wait_lock_word(lock), [&lock, &count](std::uint64_t v) {
+    const void* wait_lock_word = nullptr;
+    testing::Peer::for_each_word(lock, [&](const char* name, const void* p, std::size_t) {
+      if (std::string(name) == "wait_lock") wait_lock_word = p;
+    });
+    x.watch(wait_lock_word, [&lock, &count](std::uint64_t v) {
       if (v != 1) return;  // not a release (kFree)
       const bool bit = B::has_handoff(static_cast<typename T::Word>(count));
       const bool owned = testing::Peer::first_waiter_owns_handoff(lock);

@@ -278,11 +278,7 @@ void time_slice_lookup(TimeSliceState& s) {
   s.give_back = rseq_slice_yield;
 }
 
-bool time_slice_extension_active() {
-  TimeSliceState& s = t_time_slice;
-  if (!s.looked_up) time_slice_lookup(s);
-  return s.ctrl != nullptr;
-}
+bool time_slice_extension_active() { return this_thread_time_slice().ctrl != nullptr; }
 
 void set_time_slice_for_testing(SliceCtrl* ctrl, void (*give_back)()) {
   TimeSliceState& s = t_time_slice;

@@ -113,36 +113,35 @@ struct Peer {
   static bool try_read_lock_unqueued(BasicRwSemaphore<L, P>& s) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
     return s.try_read_lock_unqueued();
   }
-  // The thread record of the first waiter, or nullptr if nobody waits. Reads
-  // the queue without the wait lock: only for a model checker's check,
-  // which runs between its threads' steps, at a store to the count by a
-  // thread that either holds the wait lock (so nobody else edits the
-  // queue) or does not look at the queue at all. (So the static analysis
-  // is off for it: it reads the guarded queue on purpose.)
+  // The thread record of the first waiter (nullptr if nobody waits), and
+  // whether that waiter owns HANDOFF (handoff_set). They read the queue
+  // without the wait lock: only for a model checker's checks, which run
+  // between its threads' steps, either at a store to the count by a thread
+  // that holds the wait lock (so nobody else edits the queue) or does not
+  // look at the queue at all, or right after the wait lock's release. (So
+  // the static analysis is off for them: they read the guarded queue on
+  // purpose.)
   template <class L, class P>
-  static const typename P::Record* first_waiter_thread(BasicRwSemaphore<L, P>& s)
-      RWSEM_NO_THREAD_SAFETY_ANALYSIS {
-    const auto* first = peek(s.queue_.first_);
+  static const typename P::Record* first_waiter_thread(BasicRwSemaphore<L, P>& s) {
+    const auto* first = first_waiter(s);
     return first != nullptr ? first->thread : nullptr;
   }
-  // Does the first waiter own HANDOFF (handoff_set)? false if nobody
-  // waits. The same kind of look as first_waiter_thread(), for a check
-  // made when the wait lock has just been released.
   template <class L, class P>
-  static bool first_waiter_owns_handoff(BasicRwSemaphore<L, P>& s) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
-    const auto* first = peek(s.queue_.first_);
+  static bool first_waiter_owns_handoff(BasicRwSemaphore<L, P>& s) {
+    const auto* first = first_waiter(s);
     return first != nullptr && peek(first->handoff_set);
-  }
-  // The address of the wait lock's word (its first member).
-  template <class L, class P>
-  static const void* wait_lock_word(BasicRwSemaphore<L, P>& s) {
-    return &s.wait_lock_;
   }
   template <class L, class P>
   static std::size_t queue_length(BasicRwSemaphore<L, P>& s) {
     std::vector<typename BasicRwSemaphore<L, P>::WaiterInfo> v;
     s.waiters(&v);
     return v.size();
+  }
+
+ private:
+  template <class L, class P>
+  static const auto* first_waiter(BasicRwSemaphore<L, P>& s) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    return peek(s.queue_.first_);
   }
 };
 

@@ -38,7 +38,8 @@
 // program that requests an extension around a section that takes one of
 // these locks). A section here sets `request` only if it was clear, and
 // only a section that set it clears it and answers a grant; the caller's
-// own request and grant stay the caller's.
+// own request and grant stay the caller's. The sections themselves never
+// nest: no wait lock is taken while a thread holds another.
 #ifndef RWSEM_LIB_INTERNAL_TIME_SLICE_H_
 #define RWSEM_LIB_INTERNAL_TIME_SLICE_H_
 
@@ -64,14 +65,20 @@ struct TimeSliceState {
   SliceCtrl* ctrl = nullptr;        // this thread's control; nullptr: not available
   void (*give_back)() = nullptr;    // rseq_slice_yield(2), or a test's stand-in
   bool looked_up = false;           // time_slice_lookup() ran for this thread
-  bool mine = false;                // the outermost open section set `request`
-  int depth = 0;                    // sections begun and not yet ended
+  bool mine = false;                // the open section set `request`
 };
 inline thread_local TimeSliceState t_time_slice;
 
 // Fills in the calling thread's state (runtime.cc): detects the extension
 // (once per process) and enables it for the thread.
 void time_slice_lookup(TimeSliceState& s);
+
+// The calling thread's state, looked up on its first use.
+inline TimeSliceState& this_thread_time_slice() {
+  TimeSliceState& s = t_time_slice;
+  if (__builtin_expect(!s.looked_up, 0)) time_slice_lookup(s);
+  return s;
+}
 
 // Is the extension in use for the calling thread? Looks it up first if
 // needed. For diagnostics and tests.
@@ -89,9 +96,8 @@ void set_time_slice_for_testing(SliceCtrl* ctrl, void (*give_back)());
 // request. Single-byte atomic accesses, so that neither side sees a torn
 // value.
 inline void begin_time_slice_section() {
-  TimeSliceState& s = t_time_slice;
-  if (__builtin_expect(!s.looked_up, 0)) time_slice_lookup(s);
-  if (s.ctrl == nullptr || s.depth++ != 0) return;
+  TimeSliceState& s = this_thread_time_slice();
+  if (s.ctrl == nullptr) return;
   s.mine = __atomic_load_n(&s.ctrl->request, __ATOMIC_RELAXED) == 0;
   if (s.mine) __atomic_store_n(&s.ctrl->request, std::uint8_t{1}, __ATOMIC_RELAXED);
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -99,7 +105,8 @@ inline void begin_time_slice_section() {
 
 inline void end_time_slice_section() {
   TimeSliceState& s = t_time_slice;
-  if (s.ctrl == nullptr || --s.depth != 0 || !s.mine) return;
+  if (s.ctrl == nullptr || !s.mine) return;
+  s.mine = false;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   __atomic_store_n(&s.ctrl->request, std::uint8_t{0}, __ATOMIC_RELAXED);
   // Granted after all: the kernel deferred a preemption for us; hand the
