@@ -9,6 +9,26 @@
 //   B. find our successor, or, if we are the tail, move the tail back to the
 //      predecessor;
 //   C. link predecessor and successor.
+// Orders in the give-up steps. A node reaches another thread only through
+// a release of a pointer to it and an acquire that reads the pointer, so
+// the receiver sees the node as the sender saw it. Here that matters
+// beyond the pointer. A spinner S joining behind a spinner L that is
+// leaving resets its node and links it to L (release, in lock()); L finds
+// S (acquire, wait_next()) and links it to L's predecessor Q (step C,
+// release); Q hands S the lock (kHandoverOrder). Only that chain orders S's
+// reset of `locked` before Q's store of true: with a link relaxed, C++
+// lets Q's store come first in the modification order of `locked`, and S
+// spins on its reset value until its deadline and then cannot detach (the
+// kernel uses plain accesses there because its xchg and cmpxchg are fully
+// ordered and cumulative; C++'s are not). Likewise a joiner that links to
+// the predecessor to which step B moved the tail back must be ordered
+// after our link to that node and our detach from it: otherwise the
+// modification order of its `next` may put the joiner's link first, and
+// ours and our detach then erase it.
+// The model checker does not produce such executions (it never puts a
+// store ahead of one already in a modification order), so weakening these
+// orders survives ci/order_mutations; the argument above is why they stay.
+//
 // A spinner passes its own node to lock() and unlock(): the node in its
 // per-thread record (thread_record.h). Native records are type-stable, so a
 // node another spinner still points at is never freed memory.
@@ -87,6 +107,10 @@ class SpinQueue {
     // Step A: detach from our predecessor.
     for (;;) {
       OsqNode* expect = &node;
+      // acq_rel, as the kernel's fully ordered cmpxchg: acquire pairs with
+      // the release that linked us to `prev` (ours above, or a splicer's
+      // step C); release orders our detach before whatever the predecessor
+      // does once it reads the null (its unlock() or wait_next() exchange).
       if (prev->next.load(std::memory_order_relaxed) == &node &&
           prev->next.compare_exchange_strong(expect, nullptr, std::memory_order_acq_rel,
                                              std::memory_order_relaxed))
@@ -94,12 +118,17 @@ class SpinQueue {
       // The predecessor is handing us the lock (or has changed): re-check.
       if (node.locked.load(std::memory_order_acquire)) return true;
       P::cpu_relax();
+      // acquire pairs with a leaving predecessor's release store of our
+      // `prev` in its step C: we then use that node as it saw it.
       prev = node.prev.load(std::memory_order_acquire);
     }
     // Step B: our successor, or we were the tail.
     OsqNode* next = wait_next(node, prev);
     if (next == nullptr) return false;
-    // Step C: splice.
+    // Step C: splice. Both release: the first pairs with our successor's
+    // acquire load of its `prev` in step A; the second with our
+    // predecessor's acquire exchange of its `next` (unlock(), wait_next()),
+    // and carries the successor's reset node on to it (the chain above).
     next->prev.store(prev, std::memory_order_release);
     prev->next.store(next, std::memory_order_release);
     return false;
@@ -134,6 +163,10 @@ class SpinQueue {
   OsqNode* wait_next(OsqNode& node, OsqNode* prev) {
     for (;;) {
       OsqNode* expect = &node;
+      // acq_rel: release pairs with the acq_rel exchange of tail_ in lock()
+      // by the next joiner, which then links itself to `prev`: our detach
+      // from `prev` (step A) comes before that link (the chain above);
+      // acquire pairs with the release of whoever made us the tail.
       if (tail_.load(std::memory_order_relaxed) == &node &&
           tail_.compare_exchange_strong(expect, prev, std::memory_order_acq_rel,
                                         std::memory_order_relaxed))
