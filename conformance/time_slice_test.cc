@@ -51,7 +51,9 @@ TEST(TimeSliceExtension, OnExactlyWhereTheKernelAcceptsIt) {
   bool kernel_accepts = false;
   on_fresh_thread([&] {
     // PR_RSEQ_SLICE_EXTENSION (79), PR_RSEQ_SLICE_EXTENSION_SET (2),
-    // PR_RSEQ_SLICE_EXT_ENABLE (1).
+    // PR_RSEQ_SLICE_EXT_ENABLE (1). Spelled out here, not taken from
+    // runtime.cc, on purpose: a wrong number there must not also be the
+    // number this test asks the kernel with.
     kernel_accepts = prctl(79, 2, 1, 0, 0) == 0;
     kernel_errno = kernel_accepts ? 0 : errno;
   });
