@@ -502,7 +502,9 @@ TYPED_TEST(RwsemCore, OverdueReaderBehindAWriterGoesFirst) {
 // fails the first step; one whose phases never end fails the second.
 TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   rwsem::testing::FakeHandoffClock clock;
-  // 4 ms handoff timeout: phases of 250 us; no spinning, so every wait queues.
+  // 4 ms handoff timeout: phases of 4 ms / kReadPhaseDivisor (under the 1 ms
+  // the clock moves below); no spinning, so every wait queues.
+  static_assert(4ms / rwsem::kReadPhaseDivisor < 1ms, "the clock below moves past the phase");
   typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
   const std::int64_t holders = TestFixture::phase_holders();
   std::atomic<int> r_locks{0}, step{0};

@@ -33,9 +33,10 @@ inline constexpr bool kDebugEnabled =
 inline constexpr std::chrono::nanoseconds kDefaultHandoffTimeout = std::chrono::milliseconds(4);
 
 // A read phase (rwsem.h, "Read phases") lasts the handoff timeout divided
-// by this: 250 us with the default 4 ms. Measured at 4 ms: 100 us and 1 ms
-// served scenario 1 at 32 and 64 threads no better (README, "Where the lock
-// departs from the kernel").
+// by this: 250 us with the default 4 ms. Longer phases (333 us to 1 ms)
+// raise the mixed benchmark's balanced rate from 16 threads up but let
+// single writers starve at 64 threads in more runs, the longer the more
+// (README, "Where the lock departs from the kernel").
 inline constexpr int kReadPhaseDivisor = 16;
 
 // A reader within its read phase looks at the clock for the phase's end on
