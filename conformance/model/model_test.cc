@@ -39,6 +39,7 @@
 #include "conformance/model/model_platform.h"
 #include "lib/rwsem/internal/count_bits.h"
 #include "lib/rwsem/internal/osq.h"
+#include "lib/rwsem/internal/wait_lock.h"
 #include "lib/rwsem/lock_events.h"
 #include "lib/rwsem/mutex.h"
 #include "lib/rwsem/qrwlock.h"
@@ -479,8 +480,8 @@ void note_reader_bias(std::uint64_t before, std::uint64_t after, Ghost& g) {
 // Invariant H of rwsem.h: HANDOFF is set in the count exactly when the
 // queue's first waiter owns it (handoff_set). Both change only with the
 // wait lock held, so H holds whenever nobody holds it: it is checked at
-// every release of the wait lock (a store of kFree, 1, to its word),
-// against the count's newest value (`count`, kept by the count's watch).
+// every release of the wait lock (a store of kFree to its word), against
+// the count's newest value (`count`, kept by the count's watch).
 // A HANDOFF left behind by a waiter that leaves, or cleared under a waiter
 // that still owns it, fails at that release.
 template <class T>
@@ -492,7 +493,7 @@ void watch_handoff_invariant(Execution& x, T& lock, const std::uint64_t& count) 
       if (std::string(name) == "wait_lock") wait_lock_word = p;
     });
     x.watch(wait_lock_word, [&lock, &count](std::uint64_t v) {
-      if (v != 1) return;  // not a release (kFree)
+      if (v != internal::BasicWaitLock<ModelPlatform>::kFree) return;  // not a release
       const bool bit = B::has_handoff(static_cast<typename T::Word>(count));
       const bool owned = testing::Peer::first_waiter_owns_handoff(lock);
       MC_CHECK(bit == owned, std::string("the wait lock was released with HANDOFF ") +

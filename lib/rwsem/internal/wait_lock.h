@@ -105,11 +105,13 @@ class RWSEM_CAPABILITY("wait lock") BasicWaitLock {
     }
   }
 
- private:
-  // kUnused: never taken (the only state a lock starts in); kFree: free;
-  // kHeld: held; kContended: held, and someone may sleep on the word.
+  // The word's states. kUnused: never taken (the only state a lock starts
+  // in); kFree: free; kHeld: held; kContended: held, and someone may sleep
+  // on the word. Public for the model checker, which recognises a release
+  // by the store of kFree.
   static constexpr std::uint32_t kUnused = 0, kFree = 1, kHeld = 2, kContended = 3;
 
+ private:
   // `seen`: the word lock()'s compare-exchange found. The first taking of
   // a lock finds kUnused and takes it at once, not after a spin hint of the
   // loop below: natively that would be a wasted pause, and the model checker
