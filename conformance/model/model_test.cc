@@ -21,6 +21,11 @@
 // exhaustively within a preemption bound; larger ones with PCT-style
 // random schedules. Counts can be raised with RWSEM_MC_SCALE (ci/qualify
 // runs them longer); RWSEM_MC_SEED replays one random execution.
+// RWSEM_MC_SEED_BASE=N moves every random scenario to a fresh range of
+// seeds (N << 32 added to its base), so that repeated runs explore new
+// executions instead of the same ones (ci/qualify's full profile picks N
+// at random and prints it); a failure still prints the one seed that
+// replays it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -79,11 +84,29 @@ Options exhaustive(int preemptions = 2) {
   return o;
 }
 
+// RWSEM_MC_SEED_BASE, shifted past any scenario's execution count, so
+// that two bases never share an execution. Read before main(): a value
+// that is not a number below 2^32 stops the test before it runs anything,
+// rather than silently running base 0.
+std::uint64_t read_seed_base() {
+  const char* s = std::getenv("RWSEM_MC_SEED_BASE");
+  if (s == nullptr || *s == '\0') return 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s, &end, 0);
+  if (*end != '\0' || v >= (1ull << 32)) {
+    std::fprintf(stderr, "RWSEM_MC_SEED_BASE=%s: expected a number below 2^32\n", s);
+    std::exit(2);
+  }
+  std::printf("model_test: random scenarios from seed base %llu (RWSEM_MC_SEED_BASE)\n", v);
+  return std::uint64_t{v} << 32;
+}
+const std::uint64_t g_seed_base = read_seed_base();
+
 Options random_runs(long n, std::uint64_t seed) {
   Options o;
   o.mode = Mode::kRandom;
   o.executions = static_cast<long>(static_cast<double>(n) * scale());
-  o.seed = seed;
+  o.seed = seed + g_seed_base;
   o.max_seconds = 300 * scale();
   return o;
 }
