@@ -16,6 +16,8 @@
 #include <sys/auxv.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "lib/rwsem/internal/count_bits.h"
 #include "lib/rwsem/internal/platform.h"
 #include "lib/rwsem/internal/time_slice.h"
 #include "lib/rwsem/internal/wait_lock.h"
@@ -137,26 +140,60 @@ TEST(TimeSliceExtension, CallersOwnRequestIsLeftAlone) {
   EXPECT_EQ(t_given_back, 0) << "the caller's grant was given back by the lock";
 }
 
+// Whether a waiter is queued on the lock: the WAITERS bit of its word,
+// which the waiter sets inside its first wait-lock section.
+bool has_queued_waiter(const rwsem::RwSemaphore& m) {
+  return rwsem::internal::CountBits<rwsem::RwSemaphore::layout_type>::has_waiters(m.count());
+}
+bool has_queued_waiter(const rwsem::Mutex& m) {
+  return rwsem::MutexOwnerLayout::has_waiters(m.count());
+}
+
 // The slow paths that queue take the wait lock; with a kernel that grants
 // every request, each of their sections ends by giving the grant back.
+// A timed writer queues behind the holder, times out and leaves the queue:
+// at least two wait-lock sections, which end with no request left open.
+// Whether it queues at all is up to timing: a waiter that spends its whole
+// timeout before the queue (spinning on the holder, or preempted on a
+// loaded machine, as under QEMU) gives up without a section. So an attempt
+// counts only if this thread saw the waiter queued (WAITERS, set inside
+// the waiter's first section, while the holder keeps the lock), and the
+// timeout doubles (up to about a second) until one does; a waiter that
+// never sets WAITERS never counts, and the hang guard ends the test.
 template <class Lock>
 void slow_paths_run_in_sections() {
   Lock m;
   m.lock();
-  int given_back = 0;
-  std::uint8_t request_after = 0xff;
-  on_fresh_thread([&] {
-    FakeSlice fake;
-    fake.ctrl.granted = 1;
-    // Queues behind the holder, times out and leaves the queue: at least
-    // two wait-lock sections.
-    EXPECT_FALSE(m.try_lock_for(std::chrono::milliseconds(2)));
-    given_back = t_given_back;
-    request_after = fake.ctrl.request;
-  });
+  using std::chrono::milliseconds;
+  for (milliseconds timeout(2);; timeout = std::min(timeout * 2, milliseconds(1024))) {
+    std::atomic<bool> done{false};
+    int given_back = 0;
+    std::uint8_t request_after = 0xff;
+    std::thread waiter([&] {
+      FakeSlice fake;
+      fake.ctrl.granted = 1;
+      EXPECT_FALSE(m.try_lock_for(timeout));
+      given_back = t_given_back;
+      request_after = fake.ctrl.request;
+      // relaxed: join() below orders the results before their use.
+      done.store(true, std::memory_order_relaxed);
+    });
+    bool seen_queued = false;
+    while (!done.load(std::memory_order_relaxed)) {  // relaxed: see the store
+      seen_queued = seen_queued || has_queued_waiter(m);
+      std::this_thread::yield();
+    }
+    waiter.join();
+    EXPECT_EQ(request_after, 0) << "a section was left open";
+    if (seen_queued) {
+      EXPECT_GE(given_back, 2) << "a waiter that queued with a " << timeout.count()
+                               << " ms timeout gave back " << given_back << " grants";
+      break;
+    }
+    std::printf("the waiter gave up before it queued, with a %lld ms timeout; again, longer\n",
+                static_cast<long long>(timeout.count()));
+  }
   m.unlock();
-  EXPECT_GE(given_back, 2);
-  EXPECT_EQ(request_after, 0) << "a section was left open";
 }
 
 TEST(TimeSliceExtension, RwSemaphoreSlowPathsRunInSections) {
