@@ -48,7 +48,12 @@ SANITIZERS = ["none", "tsan", "asan", "ubsan"]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "toolchains"))
 import targets as target_table  # noqa: E402  (the table of targets)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlog import STATE_RE, parse_log  # noqa: E402  (the one reader of test logs)
+from testlog import STATE_RE, parse_log, seed_base_problems  # noqa: E402  (the one reader of test logs)
+
+# The model checker's scenarios, whose random ones a full qualification
+# moves to a fresh seed base (ci/qualify, RWSEM_MC_SEED_BASE).
+MODEL_TEST_LABEL = "//conformance/model:model_test"
+SEED_BASE_RE = re.compile(r"--test_env=RWSEM_MC_SEED_BASE=([0-9]+)")
 
 
 def layout_of(test):
@@ -157,6 +162,7 @@ def collect(a):
     layouts = {}
     failures = []
     targets = []
+    model_runs = []  # (status, log path, lines) per shard and attempt of MODEL_TEST_LABEL
 
     def bucket(name):
         return layouts.setdefault(name, {"status": "NOTRUN", "run": 0, "failed": 0, "skipped": 0,
@@ -240,6 +246,28 @@ def collect(a):
                     "replay": replay_command(a.flags, label, "", seeds),
                     "log": os.path.relpath(log_path, a.out),
                 })
+            if label == MODEL_TEST_LABEL:
+                model_runs.append((r["status"], log_path, log_lines))
+    seed_base = SEED_BASE_RE.search(a.flags or "")
+    if model_runs and all(st == "PASSED" for st, _, _ in model_runs) and seed_base \
+            and int(seed_base.group(1)):
+        # The run claims fresh model-checker executions: check that every
+        # random scenario (over all shards of the test) started at the base.
+        problems = seed_base_problems([l for _, _, lines in model_runs for l in lines],
+                                      int(seed_base.group(1)))
+        if problems:
+            b = bucket(COMMON)
+            b["run"] += 1
+            b["failed"] += 1
+            b["status"] = "FAIL"
+            b["failed_tests"].append("%s (seed base not applied)" % MODEL_TEST_LABEL)
+            failures.append({
+                "test": MODEL_TEST_LABEL, "layout": COMMON, "label": MODEL_TEST_LABEL,
+                "how": "RWSEM_MC_SEED_BASE=%s not applied to every random scenario" % seed_base.group(1),
+                "target_status": "PASSED", "state": problems[:40], "excerpt": problems[:60],
+                "seeds": [], "replay": replay_command(a.flags, MODEL_TEST_LABEL, "", []),
+                "log": os.path.relpath(model_runs[0][1], a.out),
+            })
     bazel_errors = []
     for label in sorted(set(build_failed) - set(results)):
         bazel_errors.append("%s did not build" % label)

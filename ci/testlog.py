@@ -19,6 +19,9 @@ END_RE = re.compile(r"^\[ +(OK|FAILED|SKIPPED) +\] (\S+?)(?:,| \(| *$)")
 # The model checker's verdict: "<scenario>: data race: ..." and so on.
 MODEL_VERDICT_RE = re.compile(
     r"^[a-z0-9][^:]*: (data race|deadlock or lost wake-up|livelock|use after free|check failed)")
+# The model checker's summary of a random scenario (model.cc, explore()):
+# "<scenario>: random, <n> executions (seeds 0x<first>..0x<last>, ...".
+MODEL_RANDOM_RE = re.compile(r"^(.+): random, [0-9]+ executions \(seeds 0x([0-9a-f]+)\.\.")
 # gtest's line for a failed test (the summary repeats it without the time).
 FAILED_RE = re.compile(r"^\[  FAILED  \] (.*) \([0-9]+ ms\)")
 # The corpus's whole-binary hang guard (conformance/hang_guard.h) aborting.
@@ -94,6 +97,28 @@ def running_at(lines, pattern):
 def model_verdict(lines):
     """The model checker's first verdict line, or None."""
     return next((l for l in lines if MODEL_VERDICT_RE.match(l)), None)
+
+
+def seed_base_problems(lines, base):
+    """Why a model checker log does not show every random scenario run from
+    seed base `base` (RWSEM_MC_SEED_BASE: the top 32 bits of each scenario's
+    first seed), as a list of lines; empty if it does. A log in which no
+    random scenario reported its seeds is a problem too: the check would
+    otherwise pass on a log it cannot read."""
+    problems, seen = [], 0
+    for line in lines:
+        m = MODEL_RANDOM_RE.match(line)
+        if not m:
+            continue
+        seen += 1
+        first = int(m.group(2), 16)
+        if first >> 32 != base:
+            problems.append("%s ran seeds from 0x%x, not from base %d (0x%x00000000)" %
+                            (m.group(1), first, base, base))
+    if seen == 0:
+        problems.append("no random scenario reported its seeds (expected lines like "
+                        "'<scenario>: random, N executions (seeds 0x...')")
+    return problems
 
 
 def failure_evidence(lines, rc):

@@ -1202,6 +1202,8 @@ Result explore(const Options& opts, const std::string& name, const Scenario& s) 
                             : "stopped at the failure")
         << ")";
   } else {
+    // ci/qualify reads this form (ci/testlog.py, MODEL_RANDOM_RE) to check
+    // that each random scenario ran from the seed base it was given.
     sum << " (seeds 0x" << std::hex << seed << "..0x"
         << seed + static_cast<std::uint64_t>(r.executions - 1) << std::dec << ", PCT depth "
         << opts.pct_depth << ")";

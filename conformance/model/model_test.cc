@@ -24,8 +24,9 @@
 // RWSEM_MC_SEED_BASE=N moves every random scenario to a fresh range of
 // seeds (N << 32 added to its base), so that repeated runs explore new
 // executions instead of the same ones (ci/qualify's full profile picks N
-// at random and prints it); a failure still prints the one seed that
-// replays it.
+// at random, prints it, and checks in this test's log that every random
+// scenario's seeds start at N << 32); a failure still prints the one seed
+// that replays it.
 #include <gtest/gtest.h>
 
 #include <chrono>
