@@ -253,7 +253,8 @@ def collect(a):
                             log_path)
             if label == MODEL_TEST_LABEL:
                 model_runs.append((r["status"], log_path, log_lines))
-    seed_base = SEED_BASE_RE.search(a.flags or "")
+    flags = a.flags or ""
+    seed_base = SEED_BASE_RE.search(flags)
     if model_runs and all(st == "PASSED" for st, _, _ in model_runs) and seed_base \
             and int(seed_base.group(1)):
         # The run claims fresh model-checker executions: check that every
@@ -261,7 +262,7 @@ def collect(a):
         # Under a test filter (--layout) the run may hold no random scenario.
         problems = seed_base_problems([l for _, _, lines in model_runs for l in lines],
                                       int(seed_base.group(1)),
-                                      expect_some="--test_filter" not in a.flags)
+                                      expect_some="--test_filter" not in flags)
         if problems:
             fail_target(MODEL_TEST_LABEL, "%s (seed base not applied)" % MODEL_TEST_LABEL,
                         "RWSEM_MC_SEED_BASE=%s not applied to every random scenario"
