@@ -3,7 +3,7 @@ model checker's verdicts, the corpus's watchdog and crash signs.
 
 The one reader of test logs for ci/report.py (per-test outcomes and lock
 states of a cell), ci/faults (the evidence that killed a fault) and
-ci/order_mutations (the model checker's verdict). Python 3 standard library
+ci/mutations (the model checker's verdict). Python 3 standard library
 only.
 """
 

@@ -27,7 +27,7 @@
 // ours and our detach then erase it.
 // The model checker does not produce such executions (it never puts a
 // store ahead of one already in a modification order), so weakening these
-// orders survives ci/order_mutations; the argument above is why they stay.
+// orders survives ci/mutations; the argument above is why they stay.
 //
 // A spinner passes its own node to lock() and unlock(): the node in its
 // per-thread record (thread_record.h). Native records are type-stable, so a
