@@ -11,6 +11,7 @@
 #include "conformance/lock_types.h"
 #include "conformance/test_util.h"
 #include "lib/rwsem/config.h"
+#include "lib/rwsem/testing.h"
 
 namespace rwsem_test {
 namespace {
@@ -87,6 +88,82 @@ TYPED_TEST(TunableDefaults, MaximumOptionsAreSafeUnderContention) {
     TypeParam m(rwsem::Options{nanoseconds::max(), nanoseconds::max()});
     contend(m);
   }
+}
+
+// Per-lock Options are stored in two narrow fields of one word (rwsem.h,
+// config_): whole microseconds, clamped to what config.h promises, each
+// field on its own, and "negative" meaning the process-wide default. A
+// clamp one off lets a large value overflow into the other field or into
+// the all-ones "default" code, and the lock would still pass every
+// contention test above with the wrong timing: so the values the lock runs
+// with are checked here, through the test peer.
+template <class Layout>
+class RwsemOptions : public ::testing::Test {};
+TYPED_TEST_SUITE(RwsemOptions, AllLayouts, LayoutNames);
+
+TYPED_TEST(RwsemOptions, AreStoredAsDocumented) {
+  using Sem = rwsem::BasicRwSemaphore<TypeParam>;
+  using rwsem::testing::Peer;
+  RestoreDefaults restore;
+  rwsem::set_default_handoff_timeout(7ms);
+  rwsem::set_default_spin_budget(30us);
+  const auto handoff = [](const Sem& s) { return Peer::handoff_timeout_ns(s); };
+  const auto spin = [](const Sem& s) { return Peer::spin_budget_ns(s); };
+  {
+    Sem s;  // no Options: the defaults, read when used
+    EXPECT_EQ(handoff(s), 7'000'000);
+    EXPECT_EQ(spin(s), 30'000);
+  }
+  {
+    Sem s(rwsem::Options{3ms, 100us});
+    EXPECT_EQ(handoff(s), 3'000'000);
+    EXPECT_EQ(spin(s), 100'000);
+  }
+  {
+    Sem s(rwsem::Options{1999ns, 2999ns});  // whole microseconds, rounded down
+    EXPECT_EQ(handoff(s), 1'000);
+    EXPECT_EQ(spin(s), 2'000);
+  }
+  {
+    Sem s(rwsem::Options{0ns, 0ns});  // handoff at once; no spinning
+    EXPECT_EQ(handoff(s), 0);
+    EXPECT_EQ(spin(s), 0);
+  }
+  {
+    // The largest values clamp to each field's largest non-default value
+    // (config.h): 2^24 - 2 us and 254 us.
+    Sem s(rwsem::Options{nanoseconds::max(), nanoseconds::max()});
+    EXPECT_EQ(handoff(s), ((std::int64_t{1} << 24) - 2) * 1000);
+    EXPECT_EQ(spin(s), 254'000);
+  }
+  {
+    // Each field alone: the other keeps the default.
+    Sem h(rwsem::Options{nanoseconds::max(), -1ns});
+    EXPECT_EQ(handoff(h), ((std::int64_t{1} << 24) - 2) * 1000);
+    EXPECT_EQ(spin(h), 30'000);
+    Sem b(rwsem::Options{-1ns, nanoseconds::max()});
+    EXPECT_EQ(handoff(b), 7'000'000);
+    EXPECT_EQ(spin(b), 254'000);
+  }
+  // The defaults stay live for a lock without Options of its own.
+  Sem later;
+  rwsem::set_default_handoff_timeout(9ms);
+  EXPECT_EQ(handoff(later), 9'000'000);
+}
+
+TEST(MutexOptions, SpinBudgetIsStoredAsDocumented) {
+  using rwsem::testing::MutexPeer;
+  RestoreDefaults restore;
+  rwsem::set_default_spin_budget(30us);
+  rwsem::Mutex d;
+  EXPECT_EQ(MutexPeer::spin_budget_ns(d), 30'000);
+  rwsem::Mutex s(rwsem::Options{{}, 100us});
+  EXPECT_EQ(MutexPeer::spin_budget_ns(s), 100'000);
+  rwsem::Mutex off(rwsem::Options{{}, 0ns});
+  EXPECT_EQ(MutexPeer::spin_budget_ns(off), 0);
+  // The mutex stores nanoseconds in 31 bits (mutex.h): about 2.1 s at most.
+  rwsem::Mutex big(rwsem::Options{{}, nanoseconds::max()});
+  EXPECT_EQ(MutexPeer::spin_budget_ns(big), INT32_MAX);
 }
 
 }  // namespace

@@ -108,10 +108,13 @@ std::chrono::nanoseconds default_handoff_timeout();
 
 struct Options {
   // Per-lock handoff timeout; negative means "use the process-wide default".
-  // Stored in whole microseconds; at most 16.7 s.
+  // Stored in whole microseconds (rounded down); larger values are stored
+  // as 2^24 - 2 us (16.8 s). The mutex has no handoff timeout.
   std::chrono::nanoseconds handoff_timeout{-1};
   // Per-lock spin budget; negative means "use the process-wide default",
-  // zero turns spinning off for this lock. Whole microseconds; at most 254.
+  // zero turns spinning off for this lock. The rwsem stores whole
+  // microseconds (rounded down), at most 254; the mutex nanoseconds, at
+  // most 2^31 - 1 (2.1 s).
   std::chrono::nanoseconds spin_budget{-1};
 };
 

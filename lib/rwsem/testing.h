@@ -90,6 +90,16 @@ struct Peer {
   static void wake(BasicRwSemaphore<L, P>& s) {
     s.wake();
   }
+  // The handoff timeout and spin budget the lock runs with, in ns: its
+  // Options as stored, or the process-wide defaults.
+  template <class L, class P>
+  static std::int64_t handoff_timeout_ns(const BasicRwSemaphore<L, P>& s) {
+    return s.handoff_timeout_ns();
+  }
+  template <class L, class P>
+  static std::int64_t spin_budget_ns(const BasicRwSemaphore<L, P>& s) {
+    return s.spin_budget_ns();
+  }
   // Someone is in the optimistic spin queue.
   template <class L, class P>
   static bool spinning(BasicRwSemaphore<L, P>& s) {
@@ -157,6 +167,11 @@ struct MutexPeer {
     f("first", &m.first_, sizeof m.first_);
     f("head", &m.head_, sizeof m.head_);
     f("tail", &m.tail_, sizeof m.tail_);
+  }
+  // The spin budget the mutex runs with, in ns (Options or the default).
+  template <class P>
+  static std::int64_t spin_budget_ns(const BasicMutex<P>& m) {
+    return m.spin_budget_ns();
   }
   // What a woken first waiter that failed to get the lock does: ask the
   // owner for a handoff. Only meaningful while the lock is owned.
