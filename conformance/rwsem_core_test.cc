@@ -114,6 +114,65 @@ TYPED_TEST(RwsemCore, ReadersShareWritersExclude) {
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
 }
 
+// waiters() is what the watchdogs print when a test hangs, so a wrong
+// answer misleads exactly when it matters: it must replace *out with the
+// queue front first, each waiter's role, thread, wait so far and state, and
+// give up after `patience` (false, *out empty) while someone else holds the
+// wait lock, rather than read the queue without it.
+TYPED_TEST(RwsemCore, WaitersReportsTheQueueFrontFirst) {
+  using Info = typename TestFixture::Lock::WaiterInfo;
+  typename TestFixture::Lock sem(rwsem::Options{std::chrono::seconds(100)});  // no handoff
+  sem.down_write();
+  // Reader, writer, reader, each queued before the next starts.
+  const bool roles[] = {true, false, true};
+  std::atomic<std::uint32_t> tids[3] = {};
+  ThreadGroup g;
+  for (int i = 0; i < 3; ++i) {
+    g.spawn([&, i] {
+      tids[i] = rwsem::internal::current_thread().tid;
+      if (roles[i]) {
+        sem.down_read();
+        sem.up_read();
+      } else {
+        sem.down_write();
+        sem.up_write();
+      }
+    });
+    ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == std::size_t(i) + 1; },
+                           "the next waiter queued"));
+  }
+  std::vector<Info> ws(5, Info{false, 0, -1, true, false});  // replaced, not appended to
+  ASSERT_TRUE(sem.waiters(&ws));
+  ASSERT_EQ(ws.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(ws[i].reader, roles[i]);
+    EXPECT_EQ(ws[i].tid, tids[i].load());
+    EXPECT_GE(ws[i].waited_ns, 0);
+    if (i > 0) EXPECT_GE(ws[i - 1].waited_ns, ws[i].waited_ns) << "not front first";
+    EXPECT_FALSE(ws[i].handoff_set);
+    EXPECT_TRUE(ws[i].sleeping) << "a queued waiter nobody woke";
+  }
+
+  // Someone else holds the wait lock: waiters() gives up after its
+  // patience (a lower bound the API promises) and reports nothing.
+  Peer::with_wait_lock(sem, [&] {
+    std::thread([&] {
+      std::vector<Info> out(2);
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_FALSE(sem.waiters(&out, 20ms));
+      EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+      EXPECT_TRUE(out.empty());
+    }).join();
+  });
+  sem.up_write();
+  g.join();
+  EXPECT_EQ(sem.count(), 0u) << sem.describe();
+  ws.assign(1, Info{});
+  EXPECT_TRUE(sem.waiters(&ws));
+  EXPECT_TRUE(ws.empty());
+}
+
 TYPED_TEST(RwsemCore, OwnerIdRoundTripsAndIsCachedPerThread) {
   using L = TypeParam;
   typename TestFixture::Lock sem;
