@@ -107,6 +107,9 @@ TYPED_TEST(RwsemOptions, AreStoredAsDocumented) {
   RestoreDefaults restore;
   rwsem::set_default_handoff_timeout(7ms);
   rwsem::set_default_spin_budget(30us);
+  // Each field's largest non-default value (config.h): 2^24 - 2 us, 254 us.
+  constexpr std::int64_t kHandoffMaxNs = ((std::int64_t{1} << 24) - 2) * 1000;
+  constexpr std::int64_t kSpinMaxNs = 254'000;
   const auto handoff = [](const Sem& s) { return Peer::handoff_timeout_ns(s); };
   const auto spin = [](const Sem& s) { return Peer::spin_budget_ns(s); };
   {
@@ -130,20 +133,19 @@ TYPED_TEST(RwsemOptions, AreStoredAsDocumented) {
     EXPECT_EQ(spin(s), 0);
   }
   {
-    // The largest values clamp to each field's largest non-default value
-    // (config.h): 2^24 - 2 us and 254 us.
+    // The largest values clamp to each field's largest non-default value.
     Sem s(rwsem::Options{nanoseconds::max(), nanoseconds::max()});
-    EXPECT_EQ(handoff(s), ((std::int64_t{1} << 24) - 2) * 1000);
-    EXPECT_EQ(spin(s), 254'000);
+    EXPECT_EQ(handoff(s), kHandoffMaxNs);
+    EXPECT_EQ(spin(s), kSpinMaxNs);
   }
   {
     // Each field alone: the other keeps the default.
     Sem h(rwsem::Options{nanoseconds::max(), -1ns});
-    EXPECT_EQ(handoff(h), ((std::int64_t{1} << 24) - 2) * 1000);
+    EXPECT_EQ(handoff(h), kHandoffMaxNs);
     EXPECT_EQ(spin(h), 30'000);
     Sem b(rwsem::Options{-1ns, nanoseconds::max()});
     EXPECT_EQ(handoff(b), 7'000'000);
-    EXPECT_EQ(spin(b), 254'000);
+    EXPECT_EQ(spin(b), kSpinMaxNs);
   }
   // The defaults stay live for a lock without Options of its own.
   Sem later;
