@@ -27,6 +27,7 @@ FAILED_RE = re.compile(r"^\[  FAILED  \] (.*) \([0-9]+ ms\)")
 # The corpus's whole-binary hang guard (conformance/hang_guard.h) aborting.
 HANG_RE = re.compile(r"^HANG: (\S+) still running", re.M)
 # Signs of a test that failed or crashed before gtest printed FAILED.
+DEBUG_RE = re.compile(r"^rwsem DEBUG: (.*)$", re.M)
 CRASH_RE = re.compile(r": Failure$|SEGV|Segmentation fault|uncaught target signal|Aborted|ThreadGroup:")
 CRASH_HOW_RE = re.compile(r"SEGV|Segmentation fault|uncaught target signal|Aborted|"
                           r"ThreadGroup: [0-9]+ of [0-9]+ threads still blocked|: Failure$")
@@ -142,6 +143,10 @@ def failure_evidence(lines, rc):
         m = FAILED_RE.match(line)
         if m:
             return re.sub(r", where TypeParam.*", "", m.group(1))
+    # A debug check that aborted outside a death test: its report says what.
+    m = DEBUG_RE.search(text)
+    if m:
+        return "debug abort in %s: %s" % (running_at(lines, DEBUG_RE) or "?", m.group(1)[:120])
     if "WATCHDOG" in text:
         return "watchdog"
     m = HANG_RE.search(text)
