@@ -143,6 +143,18 @@ TYPED_TEST(RwsemDebug, HelperCalledUnderAnotherThreadsWaitLockAborts) {
       "a helper that needs the wait lock was called without it");
 }
 
+// ... and after the caller has released it (a check that remembers the
+// last holder but not the release would pass the two above) ...
+TYPED_TEST(RwsemDebug, HelperCalledAfterReleasingTheWaitLockAborts) {
+  EXPECT_DEATH(
+      {
+        typename TestFixture::Lock sem;
+        Peer::with_wait_lock(sem, [] {});
+        (void)Peer::try_read_lock_unqueued(sem);
+      },
+      "a helper that needs the wait lock was called without it");
+}
+
 // ... and runs when the caller holds it.
 TYPED_TEST(RwsemDebug, HelperCalledUnderItsWaitLockRuns) {
   typename TestFixture::Lock sem;
