@@ -89,7 +89,9 @@ class HangGuard {
   // binary links except the two whose death tests start threads in the
   // forked child (rwsem_debug_test, watchdog_demo_test): a guard thread in
   // the parent makes that child's first thread abort QEMU user mode. Their
-  // death tests are bounded by their own watchdog or die at once.
+  // death-test children arm the guard themselves, by registering a lock
+  // with watch() (rwsem_debug_test), or are bounded by their own watchdog
+  // (watchdog_demo_test).
   static void install();
 };
 

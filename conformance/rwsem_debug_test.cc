@@ -10,7 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "conformance/hang_guard.h"
 #include "conformance/lock_types.h"
+#include "conformance/test_util.h"
 #include "lib/rwsem/mutex.h"
 #include "lib/rwsem/rwsem.h"
 #include "lib/rwsem/testing.h"
@@ -23,6 +25,17 @@ namespace rwsem_test {
 namespace {
 
 using rwsem::testing::Peer;
+
+// This binary does not install the hang guard's listener (hang_guard.h says
+// why), so a death-test child that a broken lock keeps spinning would hold
+// its parent until Bazel's test timeout. Each child arms the guard itself
+// by registering its lock: it then aborts after the hang limit with the
+// lock's state, which fails the death test's expectation. Declared after
+// the lock, so it is unregistered first.
+template <class Lock>
+HangGuard::Handle guard_child(Lock& lock) {
+  return HangGuard::watch("under test", [&lock] { return lock_state(lock); });
+}
 
 template <class L>
 class RwsemDebug : public ::testing::Test {
@@ -40,6 +53,7 @@ TYPED_TEST(RwsemDebug, UpWriteByNonOwnerAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         sem.down_write();
         std::thread([&] { sem.up_write(); }).join();
       },
@@ -50,6 +64,7 @@ TYPED_TEST(RwsemDebug, DoubleUpWriteAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         sem.down_write();
         sem.up_write();
         sem.up_write();
@@ -61,6 +76,7 @@ TYPED_TEST(RwsemDebug, UpReadWithoutReadersAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         sem.down_read();
         sem.up_read();
         sem.up_read();
@@ -72,6 +88,7 @@ TYPED_TEST(RwsemDebug, UpReadOnWriteLockedAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         sem.down_write();
         sem.up_read();
       },
@@ -83,6 +100,7 @@ TYPED_TEST(RwsemDebug, InconsistentCountAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         sem.down_write();
         // HANDOFF without WAITERS breaks invariant H on every layout.
         Peer::count(sem).fetch_or(L::kHandoff);
@@ -95,6 +113,7 @@ TYPED_TEST(RwsemDebug, DowngradeByNonOwnerAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         sem.down_write();
         std::thread([&] { sem.downgrade_write(); }).join();
       },
@@ -105,6 +124,7 @@ TYPED_TEST(RwsemDebug, DestroyWhileLockedAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         sem.down_read();
       },
       TestFixture::report("rwsem destroyed while locked"));
@@ -116,6 +136,7 @@ TYPED_TEST(RwsemDebug, HelperCalledWithoutTheWaitLockAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         (void)Peer::try_read_lock_unqueued(sem);
       },
       "a helper that needs the wait lock was called without it");
@@ -127,6 +148,7 @@ TYPED_TEST(RwsemDebug, HelperCalledUnderAnotherThreadsWaitLockAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         std::atomic<bool> held{false};
         std::atomic<bool> done{false};
         std::thread holder([&] {
@@ -149,6 +171,7 @@ TYPED_TEST(RwsemDebug, HelperCalledAfterReleasingTheWaitLockAborts) {
   EXPECT_DEATH(
       {
         typename TestFixture::Lock sem;
+        const auto guard = guard_child(sem);
         Peer::with_wait_lock(sem, [] {});
         (void)Peer::try_read_lock_unqueued(sem);
       },
@@ -210,6 +233,7 @@ TEST(MutexDebug, UnlockByNonOwnerAborts) {
   EXPECT_DEATH(
       {
         rwsem::Mutex m;
+        const auto guard = guard_child(m);
         m.lock();
         std::thread([&] { m.unlock(); }).join();
       },
@@ -220,6 +244,7 @@ TEST(MutexDebug, DoubleUnlockAborts) {
   EXPECT_DEATH(
       {
         rwsem::Mutex m;
+        const auto guard = guard_child(m);
         m.lock();
         m.unlock();
         m.unlock();
@@ -231,6 +256,7 @@ TEST(MutexDebug, DestroyWhileLockedAborts) {
   EXPECT_DEATH(
       {
         rwsem::Mutex m;
+        const auto guard = guard_child(m);
         m.lock();
       },
       mutex_report("mutex destroyed while locked"));
@@ -246,6 +272,7 @@ TEST(MutexDebug, CorrectUseDoesNotAbort) {
   EXPECT_EXIT(
       {
         rwsem::Mutex m;
+        const auto guard = guard_child(m);
         long counter = 0;
         std::vector<std::thread> threads;
         for (int t = 0; t < 4; ++t)
@@ -274,6 +301,7 @@ TEST(RwsemOwnerId, UnencodableOwnerIdFailsLoudly) {
   EXPECT_DEATH(
       {
         TinyOwnerSem sem;
+        const auto guard = guard_child(sem);
         sem.down_write();
       },
       "owner id does not fit the count layout");
