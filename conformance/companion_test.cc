@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -205,6 +206,73 @@ TEST(Mutex, HandoffGoesToTheFirstWaiter) {
     EXPECT_EQ(m.count(), 0u) << m.describe();
     EXPECT_EQ(m.queue_length(), 0u);
   }
+}
+
+// Without a HANDOFF request unlock() releases the lock and wakes the first
+// waiter to retry for it: right after unlock() the owner word names nobody,
+// or the woken waiter if it was that quick, and never holds a hand-over
+// (PICKUP). A mutex that handed over on every unlock would pass the test
+// above; this is its converse. The waiter is asleep, so its wake-up takes
+// far longer than our look at the word, and a hand-over shows.
+TEST(Mutex, UnlockWithoutAHandoffRequestReleases) {
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});  // no spinning
+    m.lock();
+    std::atomic<ML::Word> waiter{0};
+    ThreadGroup g;
+    g.spawn([&] {
+      waiter = reinterpret_cast<ML::Word>(&rwsem::internal::current_thread());
+      m.lock();
+      m.unlock();
+    });
+    ASSERT_TRUE(eventually(m, [&] { return rwsem::testing::MutexPeer::first_waiter_parked(m); },
+                           "waiter asleep"));
+    m.unlock();
+    const ML::Word w = m.count();
+    EXPECT_FALSE(ML::has_pickup(w)) << "handed over without a request: " << m.describe();
+    EXPECT_TRUE(ML::owner_bits(w) == 0 || ML::owner_bits(w) == waiter.load()) << m.describe();
+    g.join();
+    EXPECT_EQ(m.count(), 0u) << m.describe();
+  }
+}
+
+// A try that fails changes nothing. In particular it does not ask for
+// HANDOFF, which only the first waiter may: the next unlock would then hand
+// the lock to a waiter that never asked, or take the slow path for nobody.
+TEST(Mutex, FailedTriesLeaveTheOwnerWordAlone) {
+  rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});  // no spinning
+  m.lock();
+  // Each kind of try, from a thread that does not own the lock.
+  auto tries_elsewhere = [&] {
+    int taken = 0;
+    std::thread([&] {
+      taken += m.try_lock();
+      taken += m.try_lock_for(std::chrono::nanoseconds(0));
+      taken += m.try_lock_until(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+      taken += m.try_lock_until(std::chrono::system_clock::now() - std::chrono::seconds(1));
+    }).join();
+    return taken;
+  };
+  const ML::Word held = m.count();
+  EXPECT_EQ(tries_elsewhere(), 0);
+  EXPECT_EQ(m.count(), held) << m.describe();
+
+  // Again with a waiter asleep in the queue (WAITERS set).
+  ThreadGroup g;
+  g.spawn([&] {
+    m.lock();
+    m.unlock();
+  });
+  ASSERT_TRUE(eventually(m, [&] { return rwsem::testing::MutexPeer::first_waiter_parked(m); },
+                         "waiter asleep"));
+  const ML::Word queued = m.count();
+  ASSERT_TRUE(ML::has_waiters(queued)) << m.describe();
+  EXPECT_EQ(tries_elsewhere(), 0);
+  EXPECT_EQ(m.count(), queued) << m.describe();
+  m.unlock();
+  g.join();
+  EXPECT_EQ(m.count(), 0u) << m.describe();
 }
 
 // A timed waiter that was handed the lock as its deadline passed keeps it:
