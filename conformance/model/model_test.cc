@@ -450,20 +450,47 @@ bool readers_possible(std::uint64_t v, int threads) {
 template <class T>
 inline constexpr bool kIsRwsem = !std::is_same_v<T, ModelMutex> && !std::is_same_v<T, ModelQRwLock>;
 
-// Did a store to the rwsem's count take the lock past HANDOFF? `before` is
-// the value it replaced (the count's stores are all RMWs, so consecutive
-// stores in its modification order are what each RMW read and wrote).
-// While HANDOFF is set the lock is owed to the first waiter (invariant H
-// in rwsem.h): no writer but that waiter may take it, whether by a fast
-// path, a spin, a steal or a retry from further back in the queue. So a
-// store that write-locks a count that had HANDOFF set and no writer must
-// be the first waiter's own (its try_write_lock(), which runs with the
-// wait lock held while it is still queued first). Returns what is wrong,
-// or "". This judges order, which the other checks cannot: a lock taken
-// past the waiter owed it keeps exclusion, the data and the final state.
+// Did a store to the lock's main word take the lock past a hand-over? `before`
+// is the value it replaced (the rwsem's count and the mutex's owner word
+// change only by RMWs, so consecutive stores in the modification order are
+// what each RMW read and wrote). Returns what is wrong, or "". This judges
+// order, which the other checks cannot: a lock taken past the waiter owed
+// it keeps exclusion, the data and the final state.
+//  - rwsem: while HANDOFF is set the lock is owed to the first waiter
+//    (invariant H in rwsem.h): no writer but that waiter may take it,
+//    whether by a fast path, a spin, a steal or a retry from further back
+//    in the queue. So a store that write-locks a count that had HANDOFF set
+//    and no writer must be the first waiter's own (its try_write_lock(),
+//    which runs with the wait lock held while it is still queued first).
+//  - mutex: HANDOFF asks the owner to hand the lock over, so the owner bits
+//    may then change only to a hand-over (PICKUP), and only then: a lock
+//    handed over without the request is one that a running thread could
+//    have taken. A handed-over lock keeps its addressee in the owner bits
+//    until that thread itself clears PICKUP (the waiter's pickup, or its
+//    give_up() that finds it handed).
 template <class T>
 std::string handoff_bypass(std::uint64_t before, std::uint64_t after, T& lock) {
-  if constexpr (!kIsRwsem<T>) {
+  if constexpr (std::is_same_v<T, ModelMutex>) {
+    // Decoded here from the bit constants, not with the layout's own
+    // predicates, so that a broken predicate does not break the check too.
+    using L = MutexOwnerLayout;
+    const auto owner = [](std::uint64_t w) {
+      return w & ~std::uint64_t{L::kFlagMask | L::kReservedMask};
+    };
+    const auto self = reinterpret_cast<std::uintptr_t>(&ModelPlatform::current_thread());
+    if ((before & L::kPickup) != 0) {
+      if (owner(after) != owner(before))
+        return "a lock handed over (PICKUP) changed owner before its addressee took it";
+      if ((after & L::kPickup) == 0 && owner(after) != self)
+        return "a thread other than the addressee picked up a handed-over lock";
+      return "";
+    }
+    if ((after & L::kPickup) != 0 && (before & L::kHandoff) == 0)
+      return "the lock was handed over (PICKUP) without a HANDOFF request";
+    if ((before & L::kHandoff) != 0 && owner(after) != owner(before) && (after & L::kPickup) == 0)
+      return "the owner word changed owner with HANDOFF set, but not by a hand-over (PICKUP)";
+    return "";
+  } else if constexpr (!kIsRwsem<T>) {
     return "";
   } else {
     using B = internal::CountBits<typename T::layout_type>;
