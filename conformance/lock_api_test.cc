@@ -35,8 +35,11 @@ bool elsewhere(F f) {
 TYPED_TEST(StdLockApi, TryLockRespectsTheHolder) {
   TypeParam m;
   m.lock();
+  const auto held = m.count();
   EXPECT_FALSE(elsewhere([&] { return m.try_lock(); })) << m.describe();
   EXPECT_FALSE(elsewhere([&] { return read_try_lock(m); })) << m.describe();
+  // A try that fails leaves no trace (no flag a later unlock would act on).
+  EXPECT_EQ(m.count(), held) << m.describe();
   m.unlock();
   EXPECT_EQ(m.count(), 0u) << m.describe();
   EXPECT_TRUE(elsewhere([&] {
