@@ -272,6 +272,45 @@ TEST(Mutex, FailedTriesBesideAWaiterLeaveTheOwnerWordAlone) {
   EXPECT_EQ(m.count(), 0u) << m.describe();
 }
 
+// A locker that finds the owner asleep (parked in one of this library's
+// waits, here on another mutex) does not spin on it, and above all does not
+// take the lock: it queues, and gets in only after the owner's unlock. The
+// owner word still names the owner the whole time, so a lock() that
+// returned on "owner asleep" would break exclusion silently.
+TEST(Mutex, LockerFindingTheOwnerAsleepQueues) {
+  rwsem::Mutex m;  // spinning as configured (on where it is compiled in)
+  rwsem::Mutex other(rwsem::Options{{}, std::chrono::nanoseconds(0)});
+  other.lock();
+  std::atomic<bool> owner_inside{false}, overlapped{false}, second_done{false};
+  ThreadGroup g;
+  g.spawn([&] {
+    m.lock();
+    owner_inside = true;
+    other.lock();  // parks: we hold `other`
+    other.unlock();
+    owner_inside = false;
+    m.unlock();
+  });
+  ASSERT_TRUE(eventually(other, [&] {
+    return rwsem::testing::MutexPeer::first_waiter_parked(other);
+  }, "the owner of m asleep on another mutex"));
+  g.spawn([&] {
+    m.lock();
+    if (owner_inside.load()) overlapped = true;
+    m.unlock();
+    second_done = true;
+  });
+  ASSERT_TRUE(eventually(m, [&] {
+    return rwsem::testing::MutexPeer::first_waiter_parked(m) || second_done.load();
+  }, "the second locker queued (or got in)"));
+  other.unlock();
+  g.join();
+  EXPECT_FALSE(overlapped.load()) << "lock() returned while the owner, asleep on another mutex, "
+                                     "still held it: "
+                                  << m.describe();
+  EXPECT_EQ(m.count(), 0u) << m.describe();
+}
+
 // A timed waiter that was handed the lock as its deadline passed keeps it:
 // try_lock_for reports what happened, and nothing is left owned by nobody.
 TEST(Mutex, TimedWaitersAndHandoffLeaveACleanWord) {
