@@ -263,33 +263,43 @@ TEST(MutexDebug, DestroyWhileLockedAborts) {
 }
 
 // Lock and unlock from several threads, contended (handoffs and pickups
-// included), pass every check. In a child process that must exit 0: this
-// binary's later death tests fork, and a process that has started threads
-// (with TSan, whose runtime then keeps a thread of its own) must not fork
-// under QEMU user mode, which aborts when the child of a multi-threaded
-// guest starts a thread ("qemu_plugin_vcpu_init_hook: assertion failed").
+// included), and destroy the mutex: all pass every check. In a child
+// process that must exit 0: this binary's later death tests fork, and a
+// process that has started threads (with TSan, whose runtime then keeps a
+// thread of its own) must not fork under QEMU user mode, which aborts when
+// the child of a multi-threaded guest starts a thread
+// ("qemu_plugin_vcpu_init_hook: assertion failed"). The child exits with
+// _Exit(), so the mutex is destroyed in a scope of its own first: a
+// destructor check that fires on a free mutex aborts the child.
 TEST(MutexDebug, CorrectUseDoesNotAbort) {
   EXPECT_EXIT(
       {
-        rwsem::Mutex m;
-        const auto guard = guard_child(m);
         long counter = 0;
-        std::vector<std::thread> threads;
-        for (int t = 0; t < 4; ++t)
-          threads.emplace_back([&] {
-            for (int i = 0; i < 20000; ++i) {
-              m.lock();
-              ++counter;
-              m.unlock();
-              if (m.try_lock()) m.unlock();
-            }
-          });
-        for (auto& t : threads) t.join();
-        const bool ok = counter == 4 * 20000 && m.count() == 0;
-        std::fprintf(stderr, "counter %ld of %d, %s\n", counter, 4 * 20000, m.describe().c_str());
+        bool left_free = false;
+        std::string state;
+        {
+          rwsem::Mutex m;
+          const auto guard = guard_child(m);
+          std::vector<std::thread> threads;
+          for (int t = 0; t < 4; ++t)
+            threads.emplace_back([&] {
+              for (int i = 0; i < 20000; ++i) {
+                m.lock();
+                ++counter;
+                m.unlock();
+                if (m.try_lock()) m.unlock();
+              }
+            });
+          for (auto& t : threads) t.join();
+          left_free = m.count() == 0;
+          state = m.describe();
+        }
+        const bool ok = counter == 4 * 20000 && left_free;
+        std::fprintf(stderr, "counter %ld of %d, %s, destroyed\n", counter, 4 * 20000,
+                     state.c_str());
         std::_Exit(ok ? 0 : 1);
       },
-      ::testing::ExitedWithCode(0), "counter 80000 of 80000, mutex 0x0+ owner=none");
+      ::testing::ExitedWithCode(0), "counter 80000 of 80000, mutex 0x0+ owner=none, destroyed");
 }
 
 // In every build, not only debug ones: the check guards the count.
