@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <new>
 #include <sstream>
 #include <string>
@@ -528,36 +529,60 @@ void note_reader_bias(std::uint64_t before, std::uint64_t after, Ghost& g) {
   }
 }
 
-// Invariant H of rwsem.h: HANDOFF is set in the count exactly when the
-// queue's first waiter owns it (handoff_set). Both change only with the
-// wait lock held, so H holds whenever nobody holds it: it is checked at
-// every release of the wait lock (a store of kFree to its word), against
-// the count's newest value (`count`, kept by the count's watch).
-// A HANDOFF left behind by a waiter that leaves, or cleared under a waiter
-// that still owns it, fails at that release.
+std::string hex_word(std::uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+// Checks made at every release of the wait lock (a store of kFree to its
+// word), when the fields it guards must be consistent again.
+//  - rwsem, invariant H of rwsem.h: HANDOFF is set in the count exactly
+//    when the queue's first waiter owns it (handoff_set). Both change only
+//    with the wait lock held, so H holds whenever nobody holds it; it is
+//    checked against the count's newest value (`count`, kept by the
+//    count's watch). A HANDOFF left behind by a waiter that leaves, or
+//    cleared under a waiter that still owns it, fails at that release.
+//  - mutex: `first_`, the hint is_first() reads without the wait lock, is
+//    a copy of the list's head, and both are stored under the wait lock. A
+//    hint left stale when the head changes keeps the new first waiter from
+//    ever seeing itself first, and so from asking for HANDOFF, which is
+//    what protects it from spinners that keep taking the lock.
 template <class T>
-void watch_handoff_invariant(Execution& x, T& lock, const std::uint64_t& count) {
+void watch_wait_lock_invariants(Execution& x, T& lock, const std::uint64_t& count) {
+  const void* wait_lock_word = nullptr;
+  const void* first_word = nullptr;
+  auto find = [&](const char* name, const void* p, std::size_t) {
+    if (std::string(name) == "wait_lock") wait_lock_word = p;
+    if (std::string(name) == "first") first_word = p;
+  };
+  auto is_release = [](std::uint64_t v) {
+    return v == internal::BasicWaitLock<ModelPlatform>::kFree;
+  };
   if constexpr (kIsRwsem<T>) {
     using B = internal::CountBits<typename T::layout_type>;
-    const void* wait_lock_word = nullptr;
-    testing::Peer::for_each_word(lock, [&](const char* name, const void* p, std::size_t) {
-      if (std::string(name) == "wait_lock") wait_lock_word = p;
-    });
-    x.watch(wait_lock_word, [&lock, &count](std::uint64_t v) {
-      if (v != internal::BasicWaitLock<ModelPlatform>::kFree) return;  // not a release
+    testing::Peer::for_each_word(lock, find);
+    x.watch(wait_lock_word, [&lock, &count, is_release](std::uint64_t v) {
+      if (!is_release(v)) return;
       const bool bit = B::has_handoff(static_cast<typename T::Word>(count));
       const bool owned = testing::Peer::first_waiter_owns_handoff(lock);
       MC_CHECK(bit == owned, std::string("the wait lock was released with HANDOFF ") +
                                  (bit ? "set" : "clear") + " but the first waiter " +
                                  (owned ? "owning it" : "not owning it") + " (invariant H)");
     });
+  } else if constexpr (std::is_same_v<T, ModelMutex>) {
+    testing::MutexPeer::for_each_word(lock, find);
+    // The hint's newest value: every store to it enters the modification
+    // order before the wait lock's release (a release drains the buffer).
+    auto first = std::make_shared<std::uint64_t>(0);
+    x.watch(first_word, [first](std::uint64_t v) { *first = v; });
+    x.watch(wait_lock_word, [&lock, first, is_release](std::uint64_t v) {
+      if (!is_release(v)) return;
+      const auto head = reinterpret_cast<std::uintptr_t>(testing::MutexPeer::head(lock));
+      MC_CHECK(*first == head, "the wait lock was released with the is_first() hint " +
+                                   hex_word(*first) + " but the list's head " + hex_word(head));
+    });
   }
-}
-
-std::string hex_word(std::uint64_t v) {
-  std::ostringstream os;
-  os << "0x" << std::hex << v;
-  return os.str();
 }
 
 struct LockRun {
@@ -599,7 +624,7 @@ LockRun run_threads(const Options& o, const std::string& name, const Config& c,
                    "inconsistent flags): " +
                    hex_word(v));
     });
-    watch_handoff_invariant(x, lock, last_stored);
+    watch_wait_lock_invariants(x, lock, last_stored);
     x.on_quiescent([&] {
       run.cov.quiescent_waits += ghost.acquiring_readers + ghost.acquiring_writers > 0;
       return quiescent<T>(ghost);

@@ -179,6 +179,13 @@ struct MutexPeer {
   static void request_handoff(BasicMutex<P>& m) {
     m.owner_.fetch_or(MutexOwnerLayout::kHandoff, std::memory_order_relaxed);
   }
+  // The wait list's head, read without the wait lock and, under the model
+  // checker, without a checked access (for invariant checks made between
+  // steps).
+  template <class P>
+  static const void* head(BasicMutex<P>& m) RWSEM_NO_THREAD_SAFETY_ANALYSIS {
+    return peek(m.head_);
+  }
   // The first waiter is asleep in its futex wait (not just queued).
   template <class P>
   static bool first_waiter_parked(BasicMutex<P>& m) {
