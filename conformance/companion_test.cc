@@ -152,6 +152,9 @@ TEST(QRwLock, DescribeDecodesTheWord) {
 
 using ML = rwsem::MutexOwnerLayout;
 
+// A mutex whose lockers never spin: a contended lock() queues and sleeps.
+const rwsem::Options kNoSpin{{}, std::chrono::nanoseconds(0)};
+
 // The owner word names the owner's record; flags live in the low bits.
 TEST(Mutex, OwnerWordNamesTheOwner) {
   rwsem::Mutex m;
@@ -173,7 +176,7 @@ TEST(Mutex, HandoffGoesToTheFirstWaiter) {
   // try it before the woken waiter does, which we win nearly every time.
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE(::testing::Message() << "round " << round);
-    rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});  // no spinning
+    rwsem::Mutex m(kNoSpin);
     m.lock();
     std::atomic<bool> waiter_owns{false}, release{false};
     ThreadGroup g;
@@ -217,7 +220,7 @@ TEST(Mutex, HandoffGoesToTheFirstWaiter) {
 TEST(Mutex, UnlockWithoutAHandoffRequestReleases) {
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE(::testing::Message() << "round " << round);
-    rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});  // no spinning
+    rwsem::Mutex m(kNoSpin);
     m.lock();
     std::atomic<ML::Word> waiter{0};
     ThreadGroup g;
@@ -243,7 +246,7 @@ TEST(Mutex, UnlockWithoutAHandoffRequestReleases) {
 // waiter may: the next unlock would hand the lock to a waiter that never
 // asked.
 TEST(Mutex, FailedTriesBesideAWaiterLeaveTheOwnerWordAlone) {
-  rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});  // no spinning
+  rwsem::Mutex m(kNoSpin);
   m.lock();
   ThreadGroup g;
   g.spawn([&] {
@@ -279,7 +282,7 @@ TEST(Mutex, FailedTriesBesideAWaiterLeaveTheOwnerWordAlone) {
 // returned on "owner asleep" would break exclusion silently.
 TEST(Mutex, LockerFindingTheOwnerAsleepQueues) {
   rwsem::Mutex m;  // spinning as configured (on where it is compiled in)
-  rwsem::Mutex other(rwsem::Options{{}, std::chrono::nanoseconds(0)});
+  rwsem::Mutex other(kNoSpin);
   other.lock();
   std::atomic<bool> owner_inside{false}, overlapped{false}, second_done{false};
   ThreadGroup g;
@@ -314,7 +317,7 @@ TEST(Mutex, LockerFindingTheOwnerAsleepQueues) {
 // A timed waiter that was handed the lock as its deadline passed keeps it:
 // try_lock_for reports what happened, and nothing is left owned by nobody.
 TEST(Mutex, TimedWaitersAndHandoffLeaveACleanWord) {
-  rwsem::Mutex m(rwsem::Options{{}, std::chrono::nanoseconds(0)});
+  rwsem::Mutex m(kNoSpin);
   for (int round = 0; round < 50; ++round) {
     m.lock();
     std::atomic<int> got{0};

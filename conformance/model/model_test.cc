@@ -1166,65 +1166,89 @@ TEST(ModelSpinQueue, HandOverAndGiveUp) {
   }
 }
 
-// Two neighbours leave at once. A head H holds the queue until both
-// spinners behind it have returned, so neither can be handed the queue:
-// each must unlink itself. When the nearer one, X, leaves first, it takes
-// the farther one, Y, from its `next` (step B), so Y's detach from X fails,
-// and splices Y to H (step C); Y must then follow the `prev` the splice
-// gave it and detach from H. A Y that misses the splice (X never stores
-// it, or Y never re-reads it) tries to detach from X for ever: a livelock
-// here; natively a spinner that overstays its deadline until the head hands
-// it the queue. Every interleaving within two preemptions; `splices`
-// counts the executions where X spliced Y, the case this is about.
+// Neighbours leave at once. A head H holds the queue until every spinner
+// behind it has returned, so none can be handed the queue: each must
+// unlink itself. When the nearer of two, X, leaves first, it takes the
+// farther one, Y, from its `next` (step B), so Y's detach from X fails,
+// and splices Y to X's predecessor (step C); Y must then follow the `prev`
+// the splice gave it and detach from there. A Y that misses the splice (X
+// never stores it, or Y never re-reads it) tries to detach from X for
+// ever: a livelock here; natively a spinner that overstays its deadline
+// until the head hands it the queue. With three leavers a spinner may be
+// spliced twice, once by each neighbour leaving ahead of it. `splices`
+// counts the executions with at least `leavers - 1` splices.
+struct QueueLeaveRun {
+  Result result;
+  long splices = 0;
+};
+
+QueueLeaveRun run_neighbours_leave(const Options& o, int leavers) {
+  QueueLeaveRun run;
+  run.result = explore(o, "osq " + std::to_string(leavers) + " neighbours leave together",
+                       [&](Execution& x) {
+    internal::SpinQueue<ModelPlatform> queue;
+    Atomic<int> head_holds(0);
+    Atomic<int> left(0);
+    int prev_stores = 0;
+    x.name(&queue, sizeof queue, "osq");
+    x.name(&head_holds, sizeof head_holds, "head_holds");
+    x.name(&left, sizeof left, "left");
+    x.spawn([&] {
+      auto& node = ModelPlatform::current_thread().osq;
+      MC_CHECK(queue.lock(node, INT64_MAX, 4), "the first spinner did not get the empty queue");
+      // release: pairs with the spinners' acquire loads below; they join
+      // after the head holds the queue.
+      head_holds.store(1, std::memory_order_release);
+      // acquire pairs with each spinner's release increment: it has left.
+      while (left.load(std::memory_order_acquire) < leavers) ModelPlatform::yield();
+      queue.unlock(node);
+    });
+    for (int t = 0; t < leavers; ++t) {
+      x.spawn([&] {
+        auto& node = ModelPlatform::current_thread().osq;
+        x.watch(&node.prev, [&](std::uint64_t) { ++prev_stores; });
+        while (head_holds.load(std::memory_order_acquire) == 0) ModelPlatform::yield();
+        // A deadline already past: give up at the first budget check.
+        MC_CHECK(!queue.lock(node, ModelPlatform::now_ns() - 1, 4),
+                 "a spinner got the queue while its head still held it");
+        left.fetch_add(1, std::memory_order_release);
+      });
+    }
+    x.run();
+    // Each spinner stores its `prev` once when it joins; more are splices.
+    run.splices += prev_stores - leavers >= leavers - 1;
+    MC_CHECK(!queue.is_locked(), "the spin queue's tail is not empty after everyone left");
+  });
+  std::printf("%s\n    reached: %ld executions with %d or more splices\n",
+              run.result.summary.c_str(), run.splices, leavers - 1);
+  return run;
+}
+
 struct Bounds {
   int preemptions, stale_reads, buffered_stores;
 };
 
+// Two leavers, every interleaving within each set of bounds. Each bound
+// alone explodes past a few million executions at the next step up (the
+// waits for the head poll); these three finish in seconds.
 TEST(ModelSpinQueue, NeighboursLeaveTogether) {
-  // Each bound alone explodes past a few million executions at the next
-  // step up (the waits for the head poll); these three finish in seconds.
   for (Bounds b : {Bounds{2, 0, 0}, Bounds{1, 1, 0}, Bounds{1, 0, 1}}) {
     Options o = exhaustive(b.preemptions);
     o.stale_read_bound = b.stale_reads;
     o.buffered_store_bound = b.buffered_stores;
-    long splices = 0;
-    const Result r = explore(o, "osq neighbours leave together", [&](Execution& x) {
-      internal::SpinQueue<ModelPlatform> queue;
-      Atomic<int> head_holds(0);
-      Atomic<int> left(0);
-      int prev_stores = 0;
-      x.name(&queue, sizeof queue, "osq");
-      x.name(&head_holds, sizeof head_holds, "head_holds");
-      x.name(&left, sizeof left, "left");
-      x.spawn([&] {
-        auto& node = ModelPlatform::current_thread().osq;
-        MC_CHECK(queue.lock(node, INT64_MAX, 4), "the first spinner did not get the empty queue");
-        // release/acquire: the spinners join after the head holds the queue.
-        head_holds.store(1, std::memory_order_release);
-        while (left.load(std::memory_order_acquire) < 2) ModelPlatform::yield();
-        queue.unlock(node);
-      });
-      for (int t = 0; t < 2; ++t) {
-        x.spawn([&] {
-          auto& node = ModelPlatform::current_thread().osq;
-          x.watch(&node.prev, [&](std::uint64_t) { ++prev_stores; });
-          while (head_holds.load(std::memory_order_acquire) == 0) ModelPlatform::yield();
-          // A deadline already past: give up at the first budget check.
-          MC_CHECK(!queue.lock(node, ModelPlatform::now_ns() - 1, 4),
-                   "a spinner got the queue while its head still held it");
-          left.fetch_add(1, std::memory_order_release);
-        });
-      }
-      x.run();
-      // Each spinner stores its `prev` once when it joins; more is a splice.
-      splices += prev_stores > 2;
-      MC_CHECK(!queue.is_locked(), "the spin queue's tail is not empty after everyone left");
-    });
-    std::printf("%s\n    reached: %ld executions with a splice\n", r.summary.c_str(), splices);
-    EXPECT_TRUE(r.ok) << r.report;
-    EXPECT_TRUE(r.complete) << "the bounded exploration did not finish";
-    EXPECT_GT(splices, 0);
+    const QueueLeaveRun run = run_neighbours_leave(o, 2);
+    EXPECT_TRUE(run.result.ok) << run.result.report;
+    EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
+    EXPECT_GT(run.splices, 0);
   }
+}
+
+// Three leavers, random schedules: a spinner spliced by both neighbours
+// ahead of it, one after the other.
+TEST(ModelSpinQueue, ThreeNeighboursLeaveTogether) {
+  const QueueLeaveRun run = run_neighbours_leave(random_runs(40000, 0x6c00), 3);
+  EXPECT_TRUE(run.result.ok) << run.result.report;
+  EXPECT_GT(run.splices, 0);
 }
 
 // Past the spinner limit a joining thread leaves at once (the give-up
