@@ -12,6 +12,7 @@
 
 #include "conformance/lock_types.h"
 #include "conformance/test_util.h"
+#include "lib/rwsem/testing.h"
 
 namespace rwsem_test {
 namespace {
@@ -139,6 +140,60 @@ TYPED_TEST(StdLockApi, TimedTrySucceedsWhenFreedInTime) {
     m.unlock();
     g.join();
     EXPECT_EQ(got.load(), 2);
+    EXPECT_EQ(m.count(), 0u) << m.describe();
+  }
+}
+
+// Threads in a timed lock's wait list (the rwsem's and the mutex's).
+template <class T>
+std::size_t queued(T& m) {
+  if constexpr (IsRwsem<T>::value) return rwsem::testing::Peer::queue_length(m);
+  else return m.queue_length();
+}
+
+// A timeout no deadline can hold (hours::max(), nanoseconds::max(), 1e300
+// s, a time point's max() on the steady clock and on system_clock) means
+// "as long as it takes": each such try waits for the unlock and gets the
+// lock, as lock() would. Each is still waiting once all of them have
+// queued; a lock that turns one into a deadline in the past (a conversion
+// to nanoseconds that overflows or wraps, a clamp to the wrong end) fails
+// it at once instead.
+TYPED_TEST(StdLockApi, TimedTriesWithoutAReachableBoundWaitForTheUnlock) {
+  if constexpr (!kTimed<TypeParam>) {
+    GTEST_SKIP() << TypeParam::kName << " has no timed tries";
+  } else {
+    TypeParam m;
+    m.lock();
+    std::atomic<int> got{0}, gave_up{0};
+    ThreadGroup g;
+    const auto attempt = [&](auto try_lock) {
+      return [&, try_lock] {
+        if (!try_lock()) {
+          gave_up++;
+          return;
+        }
+        got++;
+        m.unlock();
+      };
+    };
+    const bool started =
+        g.spawn(attempt([&] { return m.try_lock_for(std::chrono::hours::max()); })) &&
+        g.spawn(attempt([&] { return m.try_lock_for(std::chrono::nanoseconds::max()); })) &&
+        g.spawn(attempt([&] { return m.try_lock_for(std::chrono::duration<double>(1e300)); })) &&
+        g.spawn(attempt([&] { return m.try_lock_until(Clock::time_point::max()); })) &&
+        g.spawn(attempt(
+            [&] { return m.try_lock_until(std::chrono::system_clock::time_point::max()); }));
+    constexpr int kTries = 5;
+    ASSERT_TRUE(started);
+    ASSERT_TRUE(eventually(m, [&] {
+      return gave_up.load() > 0 || queued(m) == std::size_t{kTries};
+    }, "every unbounded try queued"));
+    EXPECT_EQ(gave_up.load(), 0)
+        << "a try without a reachable bound gave up while the lock was held";
+    m.unlock();
+    g.join();
+    EXPECT_EQ(got.load() + gave_up.load(), kTries);
+    EXPECT_EQ(got.load(), kTries);
     EXPECT_EQ(m.count(), 0u) << m.describe();
   }
 }
