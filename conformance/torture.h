@@ -34,6 +34,7 @@
 #include "conformance/hang_guard.h"
 #include "conformance/lock_types.h"
 #include "conformance/test_util.h"
+#include "lib/rwsem/internal/platform.h"
 
 namespace rwsem_test {
 
@@ -208,6 +209,9 @@ struct TortureStats {
   std::uint64_t writes_total = 0, writes_max = 0, writes_min = UINT64_MAX, write_fail = 0;
   std::uint64_t reads_total = 0, reads_max = 0, reads_min = UINT64_MAX, read_fail = 0;
   std::uint64_t try_failed = 0, timed_out = 0, downgrades = 0;
+  // Sections whose thread's record said it was asleep in one of the
+  // library's waits (Torture::note_running()).
+  std::uint64_t parked_holder = 0;
 
   // locktorture's statistics lines; "???" flags an unfair spread (max/2 >
   // min), "!!!" a violation.
@@ -224,8 +228,10 @@ struct TortureStats {
     line(w, sizeof w, "Writes", writes_total, writes_max, writes_min, write_fail);
     line(r, sizeof r, "Reads ", reads_total, reads_max, reads_min, read_fail);
     std::snprintf(buf, sizeof buf,
-                  "%s\n%s\n(try failed %" PRIu64 ", timed out %" PRIu64 ", downgrades %" PRIu64 ")",
-                  w, r, try_failed, timed_out, downgrades);
+                  "%s\n%s\n(try failed %" PRIu64 ", timed out %" PRIu64 ", downgrades %" PRIu64
+                  ", holders marked parked %" PRIu64 "%s)",
+                  w, r, try_failed, timed_out, downgrades, parked_holder,
+                  parked_holder ? " !!!" : "");
     return buf;
   }
 };
@@ -292,6 +298,10 @@ class Torture {
     s.try_failed = try_failed_.load();
     s.timed_out = timed_out_.load();
     s.downgrades = downgrades_.load();
+    s.parked_holder = parked_holder_.load();
+    EXPECT_EQ(s.parked_holder, 0u)
+        << "[torture " << name_ << "] a thread inside its critical section had its record "
+        << "marked parked: spinners stop spinning on such an owner";
     std::printf("[torture %s]\n%s\n", name_.c_str(), s.summary().c_str());
     std::fflush(stdout);
     return s;
@@ -302,6 +312,7 @@ class Torture {
   // from one consistent pattern to the next, a word at a time, so a reader
   // let in early sees a torn pattern.
   void write_section(const Op& op) {
+    note_running();
     // relaxed: these counters detect overlap; they must not add ordering
     // that would hide a missing acquire/release from TSan.
     if (writers_in_.fetch_add(1, std::memory_order_relaxed) != 0 ||
@@ -317,6 +328,7 @@ class Torture {
   }
 
   void read_section(const Op& op) {
+    note_running();
     readers_in_.fetch_add(1, std::memory_order_relaxed);
     if (writers_in_.load(std::memory_order_relaxed) != 0)
       read_fail_.fetch_add(1, std::memory_order_relaxed);
@@ -324,6 +336,17 @@ class Torture {
     hold(op);
     check_pattern();
     readers_in_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // A thread in its critical section runs, so its thread record must not
+  // say it sleeps in one of the library's waits (`parked`, thread_record.h):
+  // a spinner that reads the flag set on a running owner stops spinning on
+  // it, so a flag left set (a new record starting parked, a wait that does
+  // not clear it on the way out) turns spinning off unseen. The thread's
+  // own flag: relaxed, it orders nothing.
+  void note_running() {
+    if (rwsem::internal::current_thread().parked.load(std::memory_order_relaxed))
+      parked_holder_.fetch_add(1, std::memory_order_relaxed);
   }
 
   void check_pattern() {
@@ -396,7 +419,7 @@ class Torture {
   std::vector<std::uint64_t> data_;  // protected by lock_, deliberately plain
   std::atomic<int> writers_in_{0}, readers_in_{0};
   std::atomic<std::uint64_t> write_fail_{0}, read_fail_{0};
-  std::atomic<std::uint64_t> try_failed_{0}, timed_out_{0}, downgrades_{0};
+  std::atomic<std::uint64_t> try_failed_{0}, timed_out_{0}, downgrades_{0}, parked_holder_{0};
 };
 
 }  // namespace rwsem_test
