@@ -278,5 +278,30 @@ TEST(DeadlineUntil, RetriesUntilTheCallersClockHasPassed) {
   EXPECT_EQ(calls, 1);
 }
 
+// A bound no deadline can hold (deadline.h: more than ~30 years is "for
+// ever") reaches the wait as a deadline at least 1e18 ns (~31.7 years)
+// away, whatever its duration type or clock. Lock-level tests can only see
+// a try that gives up while they watch (StdLockApi.TimedTriesWithoutA-
+// ReachableBoundWaitForTheUnlock); this sees a clamp to any nearer finite
+// deadline, or a conversion that overflows.
+TEST(DeadlineUntil, UnreachableBoundsBecomeDeadlinesDecadesAway) {
+  constexpr std::int64_t kDecades = 1000000000000000000;
+  const std::int64_t now = rwsem::arch::monotonic_now_ns();
+  std::vector<std::int64_t> seen;
+  seen.push_back(rwsem::internal::deadline_after<Native>(std::chrono::hours::max()));
+  seen.push_back(rwsem::internal::deadline_after<Native>(std::chrono::nanoseconds::max()));
+  seen.push_back(rwsem::internal::deadline_after<Native>(std::chrono::duration<double>(1e300)));
+  const auto take = [&](std::int64_t d) {
+    seen.push_back(d);
+    return true;
+  };
+  EXPECT_TRUE(rwsem::internal::until<Native>(std::chrono::steady_clock::time_point::max(), take));
+  EXPECT_TRUE(rwsem::internal::until<Native>(std::chrono::system_clock::time_point::max(), take));
+  ASSERT_EQ(seen.size(), 5u);
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    EXPECT_GE(seen[i], now + kDecades)
+        << "bound " << i << " became a deadline " << (seen[i] - now) / 1000000000 << " s away";
+}
+
 }  // namespace
 }  // namespace rwsem_test
