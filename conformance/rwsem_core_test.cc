@@ -558,7 +558,13 @@ TYPED_TEST(RwsemCore, OverdueReaderBehindAWriterGoesFirst) {
 // kReadPhaseClockStride-th after, so once the phase is over the reader
 // queues within that many asks. The phase runs on the fake handoff clock,
 // so no step depends on how fast the machine is. A lock without phases
-// fails the first step; one whose phases never end fails the second.
+// fails the first step, and so does one that lets a phase rejoin only on
+// the asks that read the clock (the first step asks past a clock stride);
+// one whose phases never end fails the second. A phase found over is gone
+// for good: once the reader has been granted again by a wake-up that left
+// nobody queued (which opens no phase), it must queue behind the next
+// writer at its first ask. A lock that only refuses the asks that read the
+// clock, and keeps the phase, fails that third step.
 TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   rwsem::testing::FakeHandoffClock clock;
   // 4 ms handoff timeout: phases of 4 ms / kReadPhaseDivisor (under the 1 ms
@@ -587,9 +593,25 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   sem.up_write();  // grants R, skipping W: R opens its read phase
   ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 1; }, "R granted"));
   Peer::add_phantom_readers(sem, holders);
-  step = 1;  // R leaves and asks again within its phase
-  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == 2; },
-                         "R rejoined the readers past the queued writer within its phase"));
+  // After a failed check: the phantoms leave and R stops asking, so that
+  // every thread can finish (W, or W2 below, then R) and the test ends.
+  auto let_everyone_finish = [&] {
+    Peer::add_phantom_readers(sem, -holders);
+    r_done = true;
+  };
+  // R leaves and asks again within its phase, past one clock stride: every
+  // ask must rejoin the readers past the queued writer.
+  constexpr int kRejoins = int{rwsem::kReadPhaseClockStride} + 1;
+  for (int k = 1; k <= kRejoins; ++k) {
+    step = k;
+    ASSERT_TRUE(eventually(sem, [&] {
+      return TestFixture::queued(sem) == 2 || r_locks.load() == 1 + k;
+    }, "R asked again within its phase"));
+    if (r_locks.load() != 1 + k) {
+      ADD_FAILURE() << "R queued behind W at ask " << k << " of its phase; " << lock_state(sem);
+      return let_everyone_finish();
+    }
+  }
   EXPECT_FALSE(w_in.load());
   EXPECT_EQ(TestFixture::queued(sem), 1u) << lock_state(sem);
 
@@ -600,9 +622,9 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   bool queued = false;
   while (!queued && asks < int{rwsem::kReadPhaseClockStride}) {
     ++asks;
-    step = 1 + asks;
+    step = 1 + kRejoins + asks - 1;
     ASSERT_TRUE(eventually(sem, [&] {
-      return TestFixture::queued(sem) == 2 || r_locks.load() == 2 + asks;
+      return TestFixture::queued(sem) == 2 || r_locks.load() == 1 + kRejoins + asks;
     }, "R asked again after its phase"));
     queued = TestFixture::queued(sem) == 2;
   }
@@ -610,11 +632,33 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
                       << lock_state(sem);
   EXPECT_FALSE(w_in.load());
 
-  // The last reader out wakes W; R gets in after it.
-  const int before = r_locks.load();
+  // The last reader out wakes W; R gets in after it, granted by W's unlock
+  // with nobody left queued: no new phase.
+  int before = r_locks.load();
   Peer::add_phantom_readers(sem, -holders);
   ASSERT_TRUE(eventually(sem, [&] { return w_in.load(); }, "W got the lock"));
   ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == before + 1; }, "R after W"));
+
+  // A second writer queues behind R, more readers hold the lock than could
+  // be running, and R asks again: the old phase is over, so R must queue.
+  std::atomic<bool> w2_in{false};
+  g.spawn(TestFixture::writer_once(sem, w2_in));
+  ASSERT_TRUE(eventually(sem, [&] { return TestFixture::queued(sem) == 1; }, "W2 queued"));
+  Peer::add_phantom_readers(sem, holders);
+  before = r_locks.load();
+  step = before;  // R leaves its current read lock and asks again
+  ASSERT_TRUE(eventually(sem, [&] {
+    return TestFixture::queued(sem) == 2 || r_locks.load() == before + 1;
+  }, "R asked again after a grant that opened no phase"));
+  if (r_locks.load() != before) {
+    ADD_FAILURE() << "R rejoined past W2 on a read phase that had ended; " << lock_state(sem);
+    return let_everyone_finish();
+  }
+  EXPECT_FALSE(w2_in.load());
+
+  Peer::add_phantom_readers(sem, -holders);
+  ASSERT_TRUE(eventually(sem, [&] { return w2_in.load(); }, "W2 got the lock"));
+  ASSERT_TRUE(eventually(sem, [&] { return r_locks.load() == before + 1; }, "R after W2"));
   r_done = true;
   g.join();
   EXPECT_EQ(sem.count(), 0u) << sem.describe();
