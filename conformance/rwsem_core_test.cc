@@ -622,7 +622,7 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   bool queued = false;
   while (!queued && asks < int{rwsem::kReadPhaseClockStride}) {
     ++asks;
-    step = 1 + kRejoins + asks - 1;
+    step = kRejoins + asks;
     ASSERT_TRUE(eventually(sem, [&] {
       return TestFixture::queued(sem) == 2 || r_locks.load() == 1 + kRejoins + asks;
     }, "R asked again after its phase"));
