@@ -559,17 +559,19 @@ TYPED_TEST(RwsemCore, OverdueReaderBehindAWriterGoesFirst) {
 // queues within that many asks. The phase runs on the fake handoff clock,
 // so no step depends on how fast the machine is. A lock without phases
 // fails the first step, and so does one that lets a phase rejoin only on
-// the asks that read the clock (the first step asks past a clock stride);
-// one whose phases never end fails the second. A phase found over is gone
+// the asks that read the clock (the first step asks past a clock stride)
+// or whose phases are shorter than kPhase (its last ask reads the clock
+// 1 us before the end); one whose phases are longer, or never end, fails
+// the second (its asks read the clock 1 us after the end). A phase found over is gone
 // for good: once the reader has been granted again by a wake-up that left
 // nobody queued (which opens no phase), it must queue behind the next
 // writer at its first ask. A lock that only refuses the asks that read the
 // clock, and keeps the phase, fails that third step.
 TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   rwsem::testing::FakeHandoffClock clock;
-  // 4 ms handoff timeout: phases of 4 ms / kReadPhaseDivisor (under the 1 ms
-  // the clock moves below); no spinning, so every wait queues.
-  static_assert(4ms / rwsem::kReadPhaseDivisor < 1ms, "the clock below moves past the phase");
+  // 4 ms handoff timeout, so phases of 4 ms / kReadPhaseDivisor; no
+  // spinning, so every wait queues.
+  constexpr auto kPhase = std::chrono::nanoseconds(4ms) / rwsem::kReadPhaseDivisor;
   typename TestFixture::Lock sem(rwsem::Options{4ms, 0ns});
   const std::int64_t holders = TestFixture::phase_holders();
   std::atomic<int> r_locks{0}, step{0};
@@ -600,9 +602,11 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
     r_done = true;
   };
   // R leaves and asks again within its phase, past one clock stride: every
-  // ask must rejoin the readers past the queued writer.
+  // ask must rejoin the readers past the queued writer. The last ask reads
+  // the clock (the stride's), 1 us before the phase ends.
   constexpr int kRejoins = int{rwsem::kReadPhaseClockStride} + 1;
   for (int k = 1; k <= kRejoins; ++k) {
+    if (k == kRejoins) clock.advance(kPhase - 1us);
     step = k;
     ASSERT_TRUE(eventually(sem, [&] {
       return TestFixture::queued(sem) == 2 || r_locks.load() == 1 + k;
@@ -615,7 +619,7 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
   EXPECT_FALSE(w_in.load());
   EXPECT_EQ(TestFixture::queued(sem), 1u) << lock_state(sem);
 
-  clock.advance(1ms);  // past R's phase, before W's handoff deadline
+  clock.advance(2us);  // 1 us past R's phase, long before W's handoff deadline
   // R leaves and asks again, as often as it gets in: rule 1 must queue it
   // behind W within kReadPhaseClockStride asks.
   int asks = 0;
@@ -628,8 +632,11 @@ TYPED_TEST(RwsemCore, GrantedReaderRejoinsOnlyWithinItsReadPhase) {
     }, "R asked again after its phase"));
     queued = TestFixture::queued(sem) == 2;
   }
-  EXPECT_TRUE(queued) << "R still rejoined past W " << asks << " asks after its phase ended; "
-                      << lock_state(sem);
+  if (!queued) {
+    ADD_FAILURE() << "R still rejoined past W " << asks << " asks after its phase ended; "
+                  << lock_state(sem);
+    return let_everyone_finish();
+  }
   EXPECT_FALSE(w_in.load());
 
   // The last reader out wakes W; R gets in after it, granted by W's unlock
