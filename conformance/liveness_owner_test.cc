@@ -12,7 +12,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -118,7 +117,7 @@ class RtThread {
     if (cpu >= 0) pin_to(pthread_self(), cpu);
     const int err = become_fifo(1);
     if (err != 0) {
-      refusal_ = std::strerror(err);
+      refusal_ = sched_fifo_refused(err);
       state_ = 2;
       return false;
     }
@@ -211,7 +210,7 @@ class RtWakee : public ::testing::Test {
     if (w.refused()) {
       go = true;
       g.join();
-      GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << w.refusal();
+      GTEST_SKIP() << w.refusal();
     }
     ASSERT_TRUE(eventually(sem, [&] { return one_waiter_queued(sem); }, "W queued"));
     go = true;
@@ -367,7 +366,7 @@ class RtDestroyer : public ::testing::Test {
       go = true;
       g.join();
       delete sem;
-      GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << w.refusal();
+      GTEST_SKIP() << w.refusal();
     }
     ASSERT_TRUE(eventually(*sem, [&] { return Peer::queue_length(*sem) == 1; }, "W queued"));
     go = true;  // from here on W owns `sem`
@@ -465,7 +464,7 @@ TYPED_TEST(OwnerLiveness, RealtimeWriterBehindReadersSetsHandoffAtOnce) {
   if (w.refused()) {
     sem.up_read();
     g.join();
-    GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << w.refusal();
+    GTEST_SKIP() << w.refusal();
   }
   ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "RT writer queued"));
   // The handoff timeout is 10 s: only the real-time rule can set HANDOFF now.

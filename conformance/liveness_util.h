@@ -93,13 +93,6 @@ class RunQueueDelay {
   int fd_;
 };
 
-// Runs the calling thread as SCHED_FIFO at `prio`; returns 0 or the error.
-inline int become_fifo(int prio = 1) {
-  sched_param p{};
-  p.sched_priority = prio;
-  return pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
-}
-
 inline int become_normal(pthread_t t) {
   sched_param p{};
   p.sched_priority = 0;

@@ -1,11 +1,8 @@
 // Optimistic spinning scenarios (rwsem series patches 4, 5, 7, 8), observed through
 // the lock event counters (this binary is built with RWSEM_LOCK_EVENTS=1).
 #include <gtest/gtest.h>
-#include <pthread.h>
-#include <sched.h>
 
 #include <atomic>
-#include <cstring>
 #include <thread>
 
 #include "conformance/lock_types.h"
@@ -197,11 +194,9 @@ TYPED_TEST(Spinning, RealtimeWriterDoesNotSpinOnReaders) {
   std::string refusal;
   ThreadGroup g;
   g.spawn([&] {
-    sched_param p{};
-    p.sched_priority = 1;
-    const int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+    const int err = become_fifo();
     if (err != 0) {
-      refusal = std::strerror(err);
+      refusal = sched_fifo_refused(err);
       rt_state = 2;
       return;
     }
@@ -213,7 +208,7 @@ TYPED_TEST(Spinning, RealtimeWriterDoesNotSpinOnReaders) {
   if (rt_state == 2) {
     sem.up_read();
     g.join();
-    GTEST_SKIP() << "SCHED_FIFO not permitted here: pthread_setschedparam: " << refusal;
+    GTEST_SKIP() << refusal;
   }
   ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "RT writer queued"));
   const auto d = rwsem::lock_events_snapshot() - before;
