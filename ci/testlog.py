@@ -33,8 +33,22 @@ CRASH_HOW_RE = re.compile(r"SEGV|Segmentation fault|uncaught target signal|Abort
                           r"ThreadGroup: [0-9]+ of [0-9]+ threads still blocked|: Failure$")
 
 
+# gtest's line before a GTEST_SKIP() message: "<file>:<line>: Skipped".
+SKIPPED_AT_RE = re.compile(r"^\S+:[0-9]+: Skipped$")
+
+
+def skip_reason(lines):
+    """The message of a skipped test's GTEST_SKIP(), from its lines (the
+    ones after "<file>:<line>: Skipped", joined), or "" if it gave none."""
+    for i, line in enumerate(lines):
+        if SKIPPED_AT_RE.match(line):
+            return " ".join(l.strip() for l in lines[i + 1:] if l.strip())
+    return ""
+
+
 def parse_lines(lines):
-    """gtest's console output: test -> {'outcome', 'lines', 'seeds'}, the
+    """gtest's console output: test -> {'outcome', 'lines', 'seeds'} (and
+    'skip_reason' for a skipped test), the
     tests in the order they started, and every seed the log mentions."""
     tests, order, seeds = {}, [], []
     current = None
@@ -52,6 +66,8 @@ def parse_lines(lines):
         if m and m.group(2) in tests and tests[m.group(2)]["outcome"] == "crashed":
             t = tests[m.group(2)]
             t["outcome"] = {"OK": "passed", "FAILED": "failed", "SKIPPED": "skipped"}[m.group(1)]
+            if t["outcome"] == "skipped":
+                t["skip_reason"] = skip_reason(t["lines"])
             t["lines"].append(line)
             current = None
             continue
