@@ -105,46 +105,6 @@ void wait_for_rt_bandwidth() {
   if (ready > now) nap(ready - now);
 }
 
-// A real-time test thread. On that thread, start(cpu) pins it to `cpu`
-// (unless cpu < 0) and makes it SCHED_FIFO; it returns false (the error
-// kept for the skip message) where that is refused. The test thread waits
-// for the outcome with decided() and, if the thread never finishes,
-// demotes it to SCHED_OTHER so that its preempted partner can run.
-class RtThread {
- public:
-  bool start(int cpu = -1) {
-    handle_ = pthread_self();
-    if (cpu >= 0) pin_to(pthread_self(), cpu);
-    const int err = become_fifo(1);
-    if (err != 0) {
-      refusal_ = sched_fifo_refused(err);
-      state_ = 2;
-      return false;
-    }
-    state_ = 1;
-    return true;
-  }
-  bool decided() const { return state_.load() != 0; }
-  bool refused() const { return state_.load() == 2; }
-  const std::string& refusal() const { return refusal_; }
-
-  // Waits for `done`, longer than the RT throttling period (1 s): a thread
-  // that waits for its preempted partner is then either throttled back or
-  // spinning for good. Returns true if it had to be demoted.
-  bool wait_or_demote(const std::atomic<bool>& done) {
-    const auto limit = Clock::now() + std::max<std::chrono::nanoseconds>(scaled(3s), 3s);
-    while (!done.load() && Clock::now() < limit) nap(1ms);
-    if (done.load()) return false;
-    become_normal(handle_.load());
-    return true;
-  }
-
- private:
-  std::atomic<int> state_{0};  // 1 running as SCHED_FIFO, 2 refused
-  std::atomic<pthread_t> handle_{};
-  std::string refusal_;
-};
-
 // Runs round(cpu, judged) twice on a pinned pair's CPU, the test thread
 // watching from another; only the second round is judged (see below).
 template <class Round>

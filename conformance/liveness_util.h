@@ -1,6 +1,7 @@
-// Helpers for the liveness tests (liveness_test.cc, liveness_owner_test.cc):
-// time scaling, lock construction with explicit options, real-time and CPU
-// affinity helpers, and a small latency record.
+// Helpers for the liveness tests (liveness_test.cc, liveness_owner_test.cc)
+// and the spinning tests (spin_test.cc): time scaling, lock construction
+// with explicit options, real-time and CPU affinity helpers, the spin
+// budget, and a small latency record.
 #ifndef RWSEM_CONFORMANCE_LIVENESS_UTIL_H_
 #define RWSEM_CONFORMANCE_LIVENESS_UTIL_H_
 
@@ -93,6 +94,23 @@ class RunQueueDelay {
   int fd_;
 };
 
+// Runs the calling thread as SCHED_FIFO at `prio`; returns 0 or the error.
+inline int become_fifo(int prio = 1) {
+  sched_param p{};
+  p.sched_priority = prio;
+  return pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+}
+
+// The skip message of a real-time test whose become_fifo() failed with
+// `err`. ci/skips.py does not expect it, so a cell that cannot run the
+// real-time tests fails instead of passing without them.
+inline std::string sched_fifo_refused(int err) {
+  return std::string("SCHED_FIFO not permitted here: pthread_setschedparam: ") +
+         std::strerror(err) +
+         " (needs CAP_SYS_NICE or RLIMIT_RTPRIO >= 1; Bazel's linux-sandbox refuses it, so "
+         "the test target needs tags = [\"no-sandbox\"])";
+}
+
 inline int become_normal(pthread_t t) {
   sched_param p{};
   p.sched_priority = 0;
@@ -161,6 +179,47 @@ void busy_for(D d) {
   const auto end = Clock::now() + d;
   while (Clock::now() < end) rwsem::arch::cpu_relax();
 }
+
+// A real-time test thread. On that thread, start(cpu) pins it to `cpu`
+// (unless cpu < 0) and makes it SCHED_FIFO; it returns false (the error
+// kept for the skip message) where that is refused. The test thread waits
+// for the outcome with decided() and, if the thread never finishes,
+// demotes it to SCHED_OTHER so that its preempted partner can run.
+class RtThread {
+ public:
+  bool start(int cpu = -1) {
+    handle_ = pthread_self();
+    if (cpu >= 0) pin_to(pthread_self(), cpu);
+    const int err = become_fifo(1);
+    if (err != 0) {
+      refusal_ = sched_fifo_refused(err);
+      state_ = 2;
+      return false;
+    }
+    state_ = 1;
+    return true;
+  }
+  bool decided() const { return state_.load() != 0; }
+  bool refused() const { return state_.load() == 2; }
+  const std::string& refusal() const { return refusal_; }
+
+  // Waits for `done`, longer than the RT throttling period (1 s): a thread
+  // that waits for its preempted partner is then either throttled back or
+  // spinning for good. Returns true if it had to be demoted.
+  bool wait_or_demote(const std::atomic<bool>& done) {
+    const auto limit = Clock::now() + std::max<std::chrono::nanoseconds>(
+                                          scaled(std::chrono::seconds(3)), std::chrono::seconds(3));
+    while (!done.load() && Clock::now() < limit) nap(std::chrono::milliseconds(1));
+    if (done.load()) return false;
+    become_normal(handle_.load());
+    return true;
+  }
+
+ private:
+  std::atomic<int> state_{0};  // 1 running as SCHED_FIFO, 2 refused
+  std::atomic<pthread_t> handle_{};
+  std::string refusal_;
+};
 
 // Busy-waits until `flag` is set, or the hang limit passes, without
 // sleeping: an owner that keeps running, so a spinner keeps spinning on it.

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "conformance/liveness_util.h"
 #include "conformance/lock_types.h"
 #include "conformance/test_util.h"
 #include "lib/rwsem/rwsem.h"
@@ -18,20 +22,6 @@ using rwsem::LockEvent;
 using rwsem::testing::Peer;
 using Native = rwsem::internal::NativePlatform;
 
-// Sets the process-wide spin budget for one test. Tests use budgets far
-// beyond the hang limit, so a spinner that ignores the condition under test
-// keeps spinning and the test fails instead of passing by budget expiry.
-class ScopedSpinBudget {
- public:
-  explicit ScopedSpinBudget(std::chrono::nanoseconds b) : old_(rwsem::default_spin_budget()) {
-    rwsem::set_default_spin_budget(b);
-  }
-  ~ScopedSpinBudget() { rwsem::set_default_spin_budget(old_); }
-
- private:
-  std::chrono::nanoseconds old_;
-};
-
 template <class L>
 class Spinning : public ::testing::Test {
  protected:
@@ -39,6 +29,9 @@ class Spinning : public ::testing::Test {
   void SetUp() override {
     if (!rwsem::kSpinCompiledIn) GTEST_SKIP() << "spinning compiled out (--define=rwsem_spin=off)";
   }
+  // A budget far beyond the hang limit: a spinner that ignores the
+  // condition under test keeps spinning, and the test fails instead of
+  // passing by budget expiry.
   ScopedSpinBudget budget_{std::chrono::hours(1)};
 };
 TYPED_TEST_SUITE(Spinning, AllLayouts, LayoutNames);
@@ -128,6 +121,39 @@ TYPED_TEST(Spinning, SpinnerStopsWhenOwnerParks) {
   EXPECT_EQ(d[LockEvent::sleep_writer] >= 1u, true);
 }
 
+// Not a kernel rule (README, "Where the lock departs from the kernel"): a
+// locker that finds a waiter queued (WAITERS set) does not start spinning,
+// even on an owner that runs; it queues. In user space a queued waiter is
+// the sign that the lock has more takers than CPUs. W2's own budget (200
+// us) runs out on the running owner, so it queues; then a writer and a
+// reader come, and neither may spin, though the owner still runs.
+TYPED_TEST(Spinning, NoSpinStartsWhileAWaiterIsQueued) {
+  typename TestFixture::Lock sem(rwsem::Options{10s, 200us});
+  sem.down_write();
+  ThreadGroup g;
+  g.spawn([&] {
+    sem.down_write();
+    sem.up_write();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1 && !Peer::spinning(sem); },
+                         "W2 gave up spinning and queued"));
+  const auto before = rwsem::lock_events_snapshot();
+  g.spawn([&] {
+    sem.down_write();
+    sem.up_write();
+  });
+  g.spawn([&] {
+    sem.down_read();
+    sem.up_read();
+  });
+  ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 3; }, "W3 and R queued"));
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_EQ(d[LockEvent::opt_fail] + d[LockEvent::opt_wlock] + d[LockEvent::opt_rlock], 0u)
+      << "a locker spun while a waiter was queued";
+  sem.up_write();
+  g.join();
+}
+
 // Patch 8: a writer spins on a reader-owned lock for at most 10-25 us, then
 // marks the lock NONSPINNABLE; the next writer owner clears the mark.
 TYPED_TEST(Spinning, NonSpinnableAfterReaderSpinLimitClearedByNextWriter) {
@@ -185,30 +211,39 @@ TYPED_TEST(Spinning, QueuedWriterPollsBeforeItParksIfItMaySpin) {
   else EXPECT_EQ(d[LockEvent::wlock_poll], 0u) << "a writer polled on one CPU";
 }
 
-// Patch 5: a SCHED_FIFO writer never spins on a reader-owned lock.
+// Patch 5 ("Ensure an RT task will not spin on reader", LINEAGE.md): a
+// SCHED_FIFO writer spins only on a writer it can see. On readers, or on an
+// owner it cannot see, it could be spinning on a thread it has preempted;
+// it queues instead.
+//
+// Runs `body` on a SCHED_FIFO thread of `g`, pinned to `cpu` (unless < 0),
+// and returns "" once that thread runs as SCHED_FIFO, or the skip message
+// if the machine refused it. `sem` is only for the diagnostics of a wait
+// that never ends.
+template <class Lock, class F>
+std::string spawn_realtime(ThreadGroup& g, Lock& sem, int cpu, F body) {
+  auto rt = std::make_shared<RtThread>();
+  g.spawn([rt, cpu, body] {
+    if (rt->start(cpu)) body();
+  });
+  if (!eventually(sem, [&] { return rt->decided(); }, "the real-time thread started"))
+    return "the real-time thread never started";
+  return rt->refused() ? rt->refusal() : "";
+}
+
 TYPED_TEST(Spinning, RealtimeWriterDoesNotSpinOnReaders) {
   typename TestFixture::Lock sem;
   sem.down_read();
   const auto before = rwsem::lock_events_snapshot();
-  std::atomic<int> rt_state{0};  // 1 = running as SCHED_FIFO, 2 = refused
-  std::string refusal;
   ThreadGroup g;
-  g.spawn([&] {
-    const int err = become_fifo();
-    if (err != 0) {
-      refusal = sched_fifo_refused(err);
-      rt_state = 2;
-      return;
-    }
-    rt_state = 1;
+  const std::string refused = spawn_realtime(g, sem, -1, [&] {
     sem.down_write();
     sem.up_write();
   });
-  ASSERT_TRUE(eventually(sem, [&] { return rt_state.load() != 0; }, "RT thread started"));
-  if (rt_state == 2) {
+  if (!refused.empty()) {
     sem.up_read();
     g.join();
-    GTEST_SKIP() << refusal;
+    GTEST_SKIP() << refused;
   }
   ASSERT_TRUE(eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "RT writer queued"));
   const auto d = rwsem::lock_events_snapshot() - before;
@@ -220,6 +255,55 @@ TYPED_TEST(Spinning, RealtimeWriterDoesNotSpinOnReaders) {
   const auto after = rwsem::lock_events_snapshot() - before;
   EXPECT_GE(after[LockEvent::sleep_writer], 1u);
   EXPECT_EQ(after[LockEvent::wlock_poll], 0u) << "the RT writer polled";
+}
+
+// The rule's other half: on a writer it can see, which runs on another CPU,
+// the SCHED_FIFO writer does spin (its budget is an hour), and takes the
+// lock when the owner lets go, without queueing. (A lock that never let RT
+// threads spin would pass the test above.) The owner is pinned to one CPU
+// and the RT writer to another, so the RT writer cannot be what keeps the
+// owner from running.
+//
+// The spin may still end just before the lock is free, and the writer then
+// steals it: with the owner in a word of its own (the generic layouts) the
+// unlock clears the owner before it releases the count, and an RT spinner
+// that looks in between sees a writer it cannot see, and stops (seen under
+// QEMU, once in 30).
+TYPED_TEST(Spinning, RealtimeWriterSpinsOnAWriterItCanSee) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs (one for the owner, one for the RT writer)";
+  ScopedAffinity restore;
+  ASSERT_EQ(pin_to(pthread_self(), cpus[0]), 0);
+  typename TestFixture::Lock sem;
+  sem.down_write();
+  const auto before = rwsem::lock_events_snapshot();
+  std::atomic<bool> arrived{false};
+  ThreadGroup g;
+  const std::string refused = spawn_realtime(g, sem, cpus[1], [&] {
+    arrived = true;
+    sem.down_write();
+    sem.up_write();
+  });
+  if (!refused.empty()) {
+    sem.up_write();
+    g.join();
+    GTEST_SKIP() << refused;
+  }
+  ASSERT_TRUE(eventually(sem, [&] {
+    return arrived.load() && (Peer::spinning(sem) || Peer::queue_length(sem) == 1);
+  }, "the RT writer spinning or queued"));
+  // Our nap does not park us in one of the lock's waits, so to the lock we
+  // still run: a writer that spins on us spins on.
+  nap(2ms);
+  const bool still_spinning = Peer::spinning(sem) && Peer::queue_length(sem) == 0;
+  sem.up_write();
+  g.join();
+  const auto d = rwsem::lock_events_snapshot() - before;
+  EXPECT_TRUE(still_spinning) << "the RT writer stopped spinning on a running writer it can see";
+  EXPECT_EQ(d[LockEvent::opt_wlock] + d[LockEvent::wlock_steal], 1u)
+      << "the RT writer did not take the lock by spinning, or by a steal right after";
+  EXPECT_EQ(d[LockEvent::wlock], 0u) << "the RT writer queued";
+  EXPECT_EQ(d[LockEvent::sleep_writer], 0u) << "the RT writer slept";
 }
 
 // Spinning off (Options::spin_budget = 0, or compiled out) means no busy

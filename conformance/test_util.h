@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 #include <pthread.h>
-#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -34,23 +33,6 @@ namespace rwsem_test {
 // hangs until CI kills it. RWSEM_TEST_HANG_SECONDS (default 120 s, generous
 // for TSan under QEMU). The bounded waits below tell the whole-binary hang
 // guard when they will give up, so their own diagnosis comes first.
-
-// Runs the calling thread as SCHED_FIFO at `prio`; returns 0 or the error.
-inline int become_fifo(int prio = 1) {
-  sched_param p{};
-  p.sched_priority = prio;
-  return pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
-}
-
-// The skip message of a real-time test whose become_fifo() failed with
-// `err`. ci/skips.py does not expect it, so a cell that cannot run the
-// real-time tests fails instead of passing without them.
-inline std::string sched_fifo_refused(int err) {
-  return std::string("SCHED_FIFO not permitted here: pthread_setschedparam: ") +
-         std::strerror(err) +
-         " (needs CAP_SYS_NICE or RLIMIT_RTPRIO >= 1; Bazel's linux-sandbox refuses it, so "
-         "the test target needs tags = [\"no-sandbox\"])";
-}
 
 template <class L>
 std::string lock_state(rwsem::BasicRwSemaphore<L>& sem) {
