@@ -216,18 +216,21 @@ TYPED_TEST(Spinning, QueuedWriterPollsBeforeItParksIfItMaySpin) {
 // owner it cannot see, it could be spinning on a thread it has preempted;
 // it queues instead.
 //
-// Runs `body` on a SCHED_FIFO thread of `g`, pinned to `cpu` (unless < 0),
-// and returns "" once that thread runs as SCHED_FIFO, or the skip message
-// if the machine refused it. `sem` is only for the diagnostics of a wait
-// that never ends.
+// Runs `body` on a SCHED_FIFO thread of `g`, pinned to `cpu` (unless < 0).
+// Returns "" once that thread runs as SCHED_FIFO; otherwise why not, and
+// the caller skips (the machine refused SCHED_FIFO) or stops (the thread
+// never started, a failure recorded here). `sem` is for the diagnostics of
+// that wait.
 template <class Lock, class F>
 std::string spawn_realtime(ThreadGroup& g, Lock& sem, int cpu, F body) {
   auto rt = std::make_shared<RtThread>();
   g.spawn([rt, cpu, body] {
     if (rt->start(cpu)) body();
   });
-  if (!eventually(sem, [&] { return rt->decided(); }, "the real-time thread started"))
+  if (!eventually(sem, [&] { return rt->decided(); }, "the real-time thread started")) {
+    ADD_FAILURE() << "the real-time thread never started";
     return "the real-time thread never started";
+  }
   return rt->refused() ? rt->refusal() : "";
 }
 
