@@ -101,6 +101,14 @@ inline int become_fifo(int prio = 1) {
   return pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
 }
 
+// Runs the calling thread as SCHED_IDLE: it then never preempts a normal
+// thread on its CPU (any thread may lower itself to it). Returns 0 or the
+// error.
+inline int become_idle() {
+  sched_param p{};
+  return pthread_setschedparam(pthread_self(), SCHED_IDLE, &p);
+}
+
 // The skip message of a real-time test whose become_fifo() failed with
 // `err`. ci/skips.py does not expect it, so a cell that cannot run the
 // real-time tests fails instead of passing without them.
