@@ -58,13 +58,22 @@ def test_logs(bep_path):
     return out
 
 
+# gtest's footer when tests are turned off with the DISABLED_ prefix.
+DISABLED_RE = re.compile(r"YOU HAVE ([0-9]+) DISABLED TESTS?")
+
+
 def skips(bep_path):
-    """[(label, test, reason)] for every skipped test of the invocation."""
+    """[(label, test, reason)] for every skipped test of the invocation, and
+    one entry per binary with tests turned off by the DISABLED_ prefix (they
+    never start, so only gtest's footer counts them)."""
     found = []
     for label, log in test_logs(bep_path):
-        tests, order, _, _ = parse_log(log)
+        tests, order, _, lines = parse_log(log)
         found += [(label, t, tests[t].get("skip_reason", "")) for t in order
                   if tests[t]["outcome"] == "skipped"]
+        disabled = max([int(m.group(1)) for m in map(DISABLED_RE.search, lines) if m] or [0])
+        if disabled:
+            found.append((label, label, "%d test(s) turned off with DISABLED_" % disabled))
     return found
 
 
