@@ -22,6 +22,12 @@ using rwsem::LockEvent;
 using rwsem::testing::Peer;
 using Native = rwsem::internal::NativePlatform;
 
+// max_spinners() reads the CPUs of the process's main thread once, on its
+// first call; RealtimeWriterSpinsOnAWriterItCanSee pins the main thread to
+// one CPU, and if the first call came then, spinning would be off for the
+// rest of the binary. Ask here, before main(), from the unpinned thread.
+const unsigned g_spinners_at_start = Native::max_spinners();
+
 template <class L>
 class Spinning : public ::testing::Test {
  protected:
@@ -261,20 +267,23 @@ TYPED_TEST(Spinning, RealtimeWriterDoesNotSpinOnReaders) {
 }
 
 // The rule's other half: on a writer it can see, which runs on another CPU,
-// the SCHED_FIFO writer does spin (its budget is an hour), and takes the
-// lock when the owner lets go, without queueing. (A lock that never let RT
-// threads spin would pass the test above.) The owner is pinned to one CPU
-// and the RT writer to another, so the RT writer cannot be what keeps the
-// owner from running.
+// the SCHED_FIFO writer does spin (its budget is an hour) for as long as
+// the owner holds the lock. (A lock that never let RT threads spin would
+// pass the test above.) The owner is pinned to one CPU and the RT writer to
+// another, so the RT writer cannot be what keeps the owner from running.
 //
-// The spin may still end just before the lock is free, and the writer then
-// steals it: with the owner in a word of its own (the generic layouts) the
-// unlock clears the owner before it releases the count, and an RT spinner
-// that looks in between sees a writer it cannot see, and stops (seen under
-// QEMU, once in 30).
+// Only the spin while the owner holds the lock is checked, not how the
+// writer then takes it. With the owner in a word of its own (the generic
+// layouts) the unlock clears the owner before it releases the count, and
+// an RT spinner that looks in between sees a writer it cannot see and
+// stops; it then steals the lock, or finds it still held, queues, and
+// takes it at its first try in the queue (both seen under QEMU, the second
+// with TSan on aarch64, once each in a few hundred runs).
 TYPED_TEST(Spinning, RealtimeWriterSpinsOnAWriterItCanSee) {
   const std::vector<int> cpus = allowed_cpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs (one for the owner, one for the RT writer)";
+  ASSERT_EQ(Native::max_spinners(), g_spinners_at_start);
+  ASSERT_GT(g_spinners_at_start, 0u);
   ScopedAffinity restore;
   ASSERT_EQ(pin_to(pthread_self(), cpus[0]), 0);
   typename TestFixture::Lock sem;
@@ -299,14 +308,12 @@ TYPED_TEST(Spinning, RealtimeWriterSpinsOnAWriterItCanSee) {
   // still run: a writer that spins on us spins on.
   nap(2ms);
   const bool still_spinning = Peer::spinning(sem) && Peer::queue_length(sem) == 0;
+  const auto d = rwsem::lock_events_snapshot() - before;
   sem.up_write();
   g.join();
-  const auto d = rwsem::lock_events_snapshot() - before;
   EXPECT_TRUE(still_spinning) << "the RT writer stopped spinning on a running writer it can see";
-  EXPECT_EQ(d[LockEvent::opt_wlock] + d[LockEvent::wlock_steal], 1u)
-      << "the RT writer did not take the lock by spinning, or by a steal right after";
-  EXPECT_EQ(d[LockEvent::wlock], 0u) << "the RT writer queued";
-  EXPECT_EQ(d[LockEvent::sleep_writer], 0u) << "the RT writer slept";
+  EXPECT_EQ(d[LockEvent::opt_fail] + d[LockEvent::wlock] + d[LockEvent::sleep_writer], 0u)
+      << "the RT writer gave up a spin, queued or slept while its owner still ran";
 }
 
 // Spinning off (Options::spin_budget = 0, or compiled out) means no busy
