@@ -12,8 +12,9 @@
 //   kName           short name used by describe(), tests and reports
 //   kWaiters        "the wait queue is not empty"
 //   kHandoff        "the first waiter is owed the lock; no stealing"
-//   kWoken          "the first waiter is a writer that has been woken and
-//                   has not retried yet": an unlock need not wake anyone
+//   kWoken          "the first waiter has been woken to retry and has not
+//                   retried yet" (a writer, or a lone reader woken by a
+//                   writer's unlock): an unlock need not wake anyone
 //   kWriterMask     the bits that are non-zero iff a writer owns the lock
 //   kReaderShift    the reader count starts at this bit
 //   kReadFail       the guard bit: a reader that sees it set sleeps
@@ -44,7 +45,7 @@ namespace rwsem {
 //   bit  0      writer locked
 //   bit  1      waiters present
 //   bit  2      handoff
-//   bit  3      woken writer on its way
+//   bit  3      woken waiter on its way
 //   bits 4-7    reserved (always 0)
 //   bits 8-62   reader count (55 bits)
 //   bit  63     READFAIL guard
@@ -54,7 +55,7 @@ namespace rwsem {
 //   bit  0      writer locked
 //   bit  1      waiters present
 //   bit  2      handoff
-//   bit  3      woken writer on its way
+//   bit  3      woken waiter on its way
 //   bits 4-7    reserved (always 0)
 //   bits 8-30   reader count (23 bits)
 //   bit  31     READFAIL guard
@@ -90,7 +91,7 @@ struct Generic32Layout : GenericLayout<std::uint32_t> {
 //
 //   bit  0      waiters present
 //   bit  1      handoff
-//   bit  2      woken writer on its way
+//   bit  2      woken waiter on its way
 //   bits 3-47   owner id of the writer (45 bits); non-zero = write locked
 //   bits 48-62  reader count (15 bits)
 //   bit  63     READFAIL guard

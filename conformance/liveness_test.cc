@@ -22,6 +22,7 @@
 #include "conformance/liveness_util.h"
 #include "conformance/lock_types.h"
 #include "conformance/test_util.h"
+#include "lib/rwsem/lock_events.h"
 #include "lib/rwsem/rwsem.h"
 #include "lib/rwsem/testing.h"
 
@@ -437,6 +438,100 @@ TYPED_TEST(Bypass, NoWriterBypassesAQueuedWriterOnceItOwnsHandoff) {
   }
   // W took the freed lock before either hammer looked at it, every time.
   FAIL() << "no hammer tried the free lock owed to W in " << kAttempts << " attempts";
+}
+
+// ---- 2c. the lone reader a writer's unlock wakes -----------------------------
+//
+// A writer's unlock that finds one reader R queued before R's handoff
+// deadline wakes R to retry instead of granting it the lock ("Woken
+// reader" in rwsem.h): the lock stays free, and the writer, still running,
+// may take it again before R is on a CPU. Past its deadline, or as a
+// real-time thread, R is granted the lock at the unlock, as in the kernel.
+// Each case: R queues behind this thread's write lock (spin budget 0, so R
+// parks), under a fake handoff clock; this thread unlocks and at once asks
+// for the lock again with down_write_trylock(), then lets R in. R runs as
+// SCHED_IDLE on this thread's CPU, so it cannot run before that try (an
+// attempt in which it got in first anyway is repeated); a real-time R
+// preempts this thread at the unlock, and only the wake-up it got is
+// checked. The lock events (this binary counts them) say which wake-up R
+// got.
+template <class L>
+class WokenReader : public ::testing::Test {
+ protected:
+  enum class R { kBeforeDeadline, kPastDeadline, kRealtime };
+
+  static void run(R kind) {
+    using Lock = rwsem::BasicRwSemaphore<L>;
+    using rwsem::LockEvent;
+    const std::vector<int> cpus = allowed_cpus();
+    ASSERT_FALSE(cpus.empty());
+    ScopedAffinity restore;
+    ASSERT_EQ(pin_to(pthread_self(), cpus[0]), 0);  // R, spawned from here, inherits it
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      rwsem::testing::FakeHandoffClock clock;
+      Lock sem(rwsem::Options{kHandoff, 0ns});
+      std::atomic<bool> r_in{false};
+      RtThread rt;
+      sem.down_write();
+      ThreadGroup g;
+      g.spawn([&] {
+        if (kind == R::kRealtime ? !rt.start(cpus[0]) : become_idle() != 0) return;
+        sem.down_read();
+        r_in = true;
+        sem.up_read();
+      });
+      if (kind == R::kRealtime &&
+          (!eventually(sem, [&] { return rt.decided(); }, "R started") || rt.refused())) {
+        sem.up_write();
+        g.join();
+        if (rt.refused()) GTEST_SKIP() << rt.refusal();
+        FAIL() << "R never started";
+      }
+      bool queued = eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "R queued");
+      if (kind == R::kPastDeadline) clock.advance(kHandoff + 1ms);
+      const auto before = rwsem::lock_events_snapshot();
+      sem.up_write();
+      const bool retaken = sem.down_write_trylock();
+      const bool r_was_in = r_in.load();
+      const std::string held = sem.describe();
+      if (retaken) sem.up_write();
+      queued = queued && eventually(sem, [&] { return r_in.load(); }, "R got the lock");
+      g.join();
+      ASSERT_TRUE(queued);
+      const auto ev = rwsem::lock_events_snapshot() - before;
+      std::printf(
+          "  [%s] attempt %d: the writer's try right after its unlock %s (%s); R's "
+          "wake-ups: %llu granted, %llu to retry\n",
+          L::kName, attempt, retaken ? "took the lock" : "failed", held.c_str(),
+          static_cast<unsigned long long>(ev[LockEvent::wake_reader]),
+          static_cast<unsigned long long>(ev[LockEvent::wake_reader_retry]));
+      if (kind == R::kBeforeDeadline && r_was_in) continue;  // R ran first after all
+      if (kind == R::kBeforeDeadline) {
+        EXPECT_TRUE(retaken) << "the unlock granted the lone reader the lock before it ran";
+        EXPECT_EQ(ev[LockEvent::wake_reader], 0u);
+        EXPECT_GE(ev[LockEvent::wake_reader_retry], 1u);
+      } else {
+        if (kind == R::kPastDeadline)
+          EXPECT_FALSE(retaken) << "R, past its handoff deadline, was not granted the lock";
+        EXPECT_EQ(ev[LockEvent::wake_reader], 1u);
+        EXPECT_EQ(ev[LockEvent::wake_reader_retry], 0u);
+      }
+      EXPECT_EQ(sem.count(), 0u) << sem.describe();
+      return;
+    }
+    FAIL() << "R got the lock before the writer's try in all 5 attempts";
+  }
+};
+TYPED_TEST_SUITE(WokenReader, AllLayouts, LayoutNames);
+
+TYPED_TEST(WokenReader, BeforeItsDeadlineTheWriterMayRetakeTheLock) {
+  TestFixture::run(TestFixture::R::kBeforeDeadline);
+}
+TYPED_TEST(WokenReader, PastItsDeadlineItIsGrantedTheLock) {
+  TestFixture::run(TestFixture::R::kPastDeadline);
+}
+TYPED_TEST(WokenReader, RealtimeReaderIsGrantedTheLock) {
+  TestFixture::run(TestFixture::R::kRealtime);
 }
 
 // ---- 4. signals and spurious wake-ups to sleeping waiters --------------------

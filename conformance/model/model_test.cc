@@ -995,6 +995,42 @@ TYPED_TEST(ModelRwsemOnly, ReaderHandoffExhaustive) {
   EXPECT_GT(run.cov.event(LockEvent::rlock_handoff), 0u) << run.cov.text();
 }
 
+// A woken reader: a writer's unlock that finds one reader queued, not yet
+// owed the lock, wakes it to retry instead of granting it the lock, and
+// the writer may take the free lock again before the reader runs. The
+// reader must then take the lock itself, or sleep again and be woken by
+// the next unlock, and clear WOKEN either way, or no later unlock wakes
+// anyone; a timed reader that gives up must leave no WOKEN behind. Every
+// interleaving of a writer locking three times against one reader (plain,
+// then timed) within two preemptions; then random schedules of a writer
+// stream with a handoff timeout that passes during the run, where the
+// reader is woken to retry before its deadline and granted after it.
+TYPED_TEST(ModelRwsemOnly, WokenReaderRetries) {
+  using T = ModelRwsem<TypeParam>;
+  Config c;  // no spinning; the handoff timeout never passes
+  for (Kind reader : {kRead, kReadTimed}) {
+    Options o = exhaustive(2);
+    o.max_executions = 5000000;
+    const LockRun run = run_threads<T>(o, Model<T>::label("woken reader", c), c,
+                                       {{kWrite, kWrite, kWrite}, {reader}});
+    Model<T>::expect(run.result);
+    EXPECT_TRUE(run.result.complete) << "the bounded exploration did not finish";
+    EXPECT_GT(run.cov.event(LockEvent::rlock_retry), 0u) << run.cov.text();
+    // Some retries failed (the writer took the lock first): the reader
+    // slept again, or gave up.
+    EXPECT_GT(run.cov.event(LockEvent::wake_reader_retry), run.cov.event(LockEvent::rlock_retry))
+        << run.cov.text();
+  }
+  c.handoff_us = 1;
+  const LockRun run = run_threads<T>(
+      random_runs(30000, 0x5c00), Model<T>::label("woken reader, handoff", c), c,
+      {{kWrite, kWrite, kWrite, kWrite}, {kRead, kReadTimed}, {kWrite, kWrite, kWrite, kWrite}});
+  Model<T>::expect(run.result);
+  EXPECT_GT(run.cov.event(LockEvent::wake_reader_retry), 0u) << run.cov.text();
+  EXPECT_GT(run.cov.event(LockEvent::wake_reader), 0u) << run.cov.text();
+  EXPECT_GT(run.cov.handoff, 0) << run.cov.text();
+}
+
 // Read phases: readers granted past a queued writer rejoin the lock while
 // other granted readers still hold it, then leave; the writer must still
 // get the lock and no waiter may be stranded. max_spinners 0 (a 1-CPU

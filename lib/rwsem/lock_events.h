@@ -21,6 +21,7 @@
   X(rlock_handoff, "read lock handoffs started")                             \
   X(rlock_phase, "read locks rejoined past waiters within a read phase")     \
   X(rlock_overdue, "reader grants ahead of a first writer, readers overdue") \
+  X(rlock_retry, "read locks taken by a reader woken to retry")              \
   X(wlock, "write locks acquired in the slow path")                          \
   X(wlock_steal, "slow-path write locks stolen before queueing")             \
   X(wlock_fail, "write lock attempts that timed out")                        \
@@ -28,6 +29,7 @@
   X(sleep_reader, "reader sleeps")                                           \
   X(sleep_writer, "writer sleeps")                                           \
   X(wake_reader, "readers woken")                                            \
+  X(wake_reader_retry, "lone readers woken to retry by a writer's unlock")   \
   X(wake_writer, "writers woken")                                            \
   X(opt_rlock, "read locks acquired by optimistic spinning")                 \
   X(opt_wlock, "write locks acquired by optimistic spinning")                \

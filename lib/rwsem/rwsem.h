@@ -21,7 +21,7 @@
 //                layout the caller's owner id, computed once per thread
 //                (rwsem series patch 12).
 //   unlocks      cmpxchg, release; they take the slow wake path only if
-//                WAITERS is set, no woken writer is on its way (WOKEN), and
+//                WAITERS is set, no woken waiter is on its way (WOKEN), and
 //                (for readers) they are the last reader.
 //
 // Waiters queue on stack-allocated nodes under a small wait lock and sleep
@@ -29,11 +29,12 @@
 //
 // Wake-up (rwsem_mark_wake): if the first waiter is a writer it is woken to
 // retry; it takes the lock itself in try_write_lock(), with the wait lock
-// held. If the first waiter is a reader, the waker takes one reader bias to
-// test that no writer stole the lock, then grants the read lock to up to
-// kMaxReadersWakeup queued readers anywhere in the queue, skipping writers
-// (rwsem series patch 6), adding their biases in one atomic add. Readers are not
-// woken while READFAIL is set; the last reader to leave wakes them.
+// held. (So is a lone reader that a writer's unlock finds queued: "Woken
+// reader" below.) If the first waiter is a reader, the waker takes one reader
+// bias to test that no writer stole the lock, then grants the read lock to up
+// to kMaxReadersWakeup queued readers anywhere in the queue, skipping writers
+// (rwsem series patch 6), adding their biases in one atomic add. Readers are
+// not woken while READFAIL is set; the last reader to leave wakes them.
 //
 // Handoff (rwsem series patch 2 and the handoff commit)
 // -------------------------------------
@@ -130,19 +131,47 @@
 // wakes nobody (must_wake()), because the retry will see the lock as that
 // unlock left it.
 //
-// Invariant W: WOKEN is set  <=>  the first waiter is a writer whose state
+// Invariant W: WOKEN is set  <=>  the first waiter has been woken to
+// retry (a writer, or a reader woken to retry: next section) and its state
 // is kWoken. Both change together, with the wait lock held:
-//   set:   mark_wake() waking the first writer (wake() then fetch_or);
-//   clear: that writer's next try_write_lock(), in the same compare-exchange
-//          that takes the lock, claims HANDOFF, or only observes it held.
+//   set:   mark_wake() waking the first waiter to retry (wake(), fetch_or);
+//   clear: that waiter's retry (try_write_lock(), try_read_lock_queued()),
+//          in the same compare-exchange that takes the lock, claims
+//          HANDOFF, or only observes it held; or mark_wake() granting the
+//          woken reader the lock after all (the grant's add).
 // The retry and the unlocks are RMWs of the one count, so they are
 // totally ordered: an unlock ordered before the retry released the lock
 // the retry then sees free; one ordered after it sees WOKEN clear and
-// wakes the writer, which has re-armed under the wait lock before it
-// looked. A writer only leaves the queue after a retry (success, or the
-// last try of a timed-out writer), and a reader is never the woken writer,
-// so removing a waiter never has to clear WOKEN. Measured effect: README,
+// wakes the waiter, which has re-armed under the wait lock before it
+// looked. A waiter woken to retry leaves the queue only after a retry
+// (success, or the last try of a timed-out waiter) or by that grant, so
+// removing a waiter never has to clear WOKEN. Measured effect: README,
 // "Where the lock departs from the kernel".
+//
+// Woken reader (not in the kernel)
+// --------------------------------
+// The kernel grants a woken reader the lock: its bias is in the count before
+// it runs. When a writer's unlock finds one reader queued, that grant costs
+// the writer its next lock: a woken thread takes tens of microseconds to run,
+// the lock is read-owned by a sleeper all that time, and the writer's next
+// down_write() queues. Two threads that alternate roles then move one write
+// per wake-up, while the reader, whose steal of a free lock the waiting
+// writer cannot stop, reads until the writer's handoff deadline: one reader
+// and one writer without spinning did 23-25 M reads and 0.05-0.5 M writes a
+// second on a 2-core VM. So up_write() (kWriterUnlock) wakes a lone queued
+// reader to *retry*, as a writer is woken, unless the reader is past its
+// handoff deadline or real-time: then it is granted, as in the kernel, which
+// keeps its wait bound. The woken reader stays first in the queue with WOKEN
+// set and takes the lock itself (try_read_lock_queued()); the lock is free
+// meanwhile, for the writer too. A retry that finds a writer holding the lock
+// sleeps again, and the next unlock wakes it (WOKEN is clear then), or grants
+// it once it is due. `retry` tells the reader which wake-up it got; a grant
+// that reaches a reader woken to retry leaves it off the queue, which the
+// reader checks under the wait lock. Only a lone reader, and only at a
+// writer's unlock: a batch of readers is granted together, as in the kernel
+// (retrying one by one, they would let writers in between), and the other
+// wakers (a reader's unlock, a waiter that leaves) do not take the lock
+// again. Measured effect: README, "Where the lock departs from the kernel".
 //
 // Lifetime
 // --------
@@ -252,7 +281,7 @@ std::string describe(typename L::Word c) {
   else s += " writer=locked";
   if (B::has_waiters(c)) s += " waiters";
   if (B::has_handoff(c)) s += " handoff";
-  if (B::has_woken_writer(c)) s += " woken";
+  if (B::has_woken_waiter(c)) s += " woken";
   if (B::is_read_fail(c)) s += " readfail";
   if (c & L::kReservedMask)
     internal::append_format(&s, " reserved=0x%llx",
@@ -511,7 +540,7 @@ class BasicRwSemaphore {
 
  private:
   friend struct testing::Peer;
-  enum class WakeType { kAny, kReaders, kReadOwned };
+  enum class WakeType { kAny, kWriterUnlock, kReaders, kReadOwned };
   // config_: bits 0-23 handoff timeout in us, bits 24-31 spin budget in us;
   // all-ones in a field means "the process-wide default".
   static constexpr std::uint32_t kHandoffField = (1u << 24) - 1;
@@ -635,7 +664,7 @@ class BasicRwSemaphore {
     // release: as in up_write(). The waiters we saw may have timed out
     // and left before we got the wait lock.
     count_.fetch_sub(released_writer_word(c), kUpWriteOrder);
-    if (!queue_.empty()) mark_wake(WakeType::kAny, wakes);
+    if (!queue_.empty()) mark_wake(WakeType::kWriterUnlock, wakes);
     wait_lock_.unlock();
   }
 
@@ -656,6 +685,8 @@ class BasicRwSemaphore {
   // rwsem_mark_wake(): choose whom to wake. Wait lock held; queue not empty.
   //   kAny        the lock may be free: wake the first writer, or grant
   //               readers if no writer holds the lock;
+  //   kWriterUnlock  up_write(): as kAny, but a lone reader that is not
+  //               yet owed the lock is woken to retry ("Woken reader");
   //   kReaders    a writer is queueing behind a reader-owned lock: grant
   //               queued readers, but wake no writer;
   //   kReadOwned  the caller holds a read lock (downgrade): grant readers
@@ -663,8 +694,9 @@ class BasicRwSemaphore {
   void mark_wake(WakeType type, WakeList& wakes) RWSEM_REQUIRES(wait_lock_) {
     wait_lock_.assert_held();
     Waiter* first = queue_.first();
-    if (!first->is_reader() && !(type == WakeType::kAny && overdue_reader_behind(first))) {
-      if (type == WakeType::kAny && wakes.wake(first)) {
+    const bool any = type == WakeType::kAny || type == WakeType::kWriterUnlock;
+    if (!first->is_reader() && !(any && overdue_reader_behind(first))) {
+      if (any && wakes.wake(first)) {
         // W: until this writer retries, unlocks need not wake anyone
         // (must_wake()). relaxed: the writer's retry reads the count under
         // the wait lock; an unlock uses the bit only to skip a wake-up that
@@ -672,6 +704,20 @@ class BasicRwSemaphore {
         // it: both are RMWs of the count).
         count_.fetch_or(Layout::kWoken, std::memory_order_relaxed);
         RWSEM_EVENT_INC(wake_writer);
+      }
+      return;
+    }
+    if (type == WakeType::kWriterUnlock && queue_.is_singular() && !first->rt &&
+        !handoff_due(*first)) {
+      // "Woken reader": wake it to retry; the lock stays free meanwhile.
+      // Only a sleeping reader's `retry` is written: a woken one reads it.
+      // relaxed: the state changes only under the wait lock, which we hold.
+      if (first->state.load(std::memory_order_relaxed) == internal::kWaiting) {
+        first->retry = true;  // before wake()'s release store of kWoken
+        wakes.wake(first);
+        // W, as for a writer above.
+        count_.fetch_or(Layout::kWoken, std::memory_order_relaxed);
+        RWSEM_EVENT_INC(wake_reader_retry);
       }
       return;
     }
@@ -725,7 +771,10 @@ class BasicRwSemaphore {
     // The first waiter was granted; if it owned HANDOFF, clear it (H). (A
     // writer first is not granted, and then HANDOFF is clear:
     // overdue_reader_behind().)
-    if (B::has_handoff(count_.load(std::memory_order_relaxed))) adjustment -= Layout::kHandoff;
+    // Likewise WOKEN, if the first waiter was a reader woken to retry (W).
+    const Word now_c = count_.load(std::memory_order_relaxed);
+    if (B::has_handoff(now_c)) adjustment -= Layout::kHandoff;
+    if (first->is_reader() && B::has_woken_waiter(now_c)) adjustment -= Layout::kWoken;
     // relaxed: the granted readers synchronise through the hand-over.
     if (adjustment != 0) count_.fetch_add(adjustment, std::memory_order_relaxed);
     // Now grant: a granted reader may return and up_read() at once, so its
@@ -776,7 +825,7 @@ class BasicRwSemaphore {
       const bool has_handoff = B::has_handoff(c);
       // H: HANDOFF belongs to the first waiter; nobody else may take the lock.
       if (has_handoff && &self != first) return false;
-      // W: only the first waiter can be the woken writer. It is retrying
+      // W: only the first waiter can be the one woken to retry. It is retrying
       // now, so from this update of the count on an unlock must wake it.
       next = &self == first ? c & ~Layout::kWoken : c;
       locked = B::is_locked(c);
@@ -809,8 +858,8 @@ class BasicRwSemaphore {
     wait_lock_.assert_held();
     const bool was_first = queue_.first() == &self;
     queue_.remove(&self);
-    // W needs nothing here: a writer that leaves has just retried
-    // (try_write_lock() cleared WOKEN), and a reader is never the woken writer.
+    // W needs nothing here: a waiter woken to retry leaves only after its
+    // retry, which cleared WOKEN.
     if (queue_.empty()) {
       // relaxed: flag bookkeeping; nothing is published.
       count_.fetch_and(static_cast<Word>(~(Layout::kWaiters | Layout::kHandoff)),
@@ -1043,9 +1092,10 @@ class BasicRwSemaphore {
   // opportunistically lets queued readers join it; an unlock would
   // otherwise wake them later. Caller holds a read lock.
   //
-  // Not while WOKEN is set: then the first waiter is a writer (invariant
-  // W), and a reader wake-up (kReadOwned) wakes nobody behind a writer at
-  // the front. That is the usual case: a reader steals a free lock with
+  // Not while WOKEN is set: then the first waiter will retry by itself
+  // (invariant W); if it is a writer, a reader wake-up (kReadOwned) wakes
+  // nobody behind it; if it is a reader woken to retry, its retry lets
+  // those behind it in. That is the usual case: a reader steals a free lock with
   // waiters queued mostly between the last unlock waking the front writer
   // and that writer's retry. Trying the wait lock there is an RMW on the
   // count's cache line that grants nothing.
@@ -1054,7 +1104,7 @@ class BasicRwSemaphore {
     // WOKEN only delays the grant to the last reader's unlock, which wakes
     // the queue whenever WOKEN is clear (must_wake()).
     const Word c = count_.load(std::memory_order_relaxed);
-    if (B::has_waiters(c) && !B::has_woken_writer(c) && wait_lock_.try_lock()) {
+    if (B::has_waiters(c) && !B::has_woken_waiter(c) && wait_lock_.try_lock()) {
       WakeList wakes;
       if (!queue_.empty()) mark_wake(WakeType::kReadOwned, wakes);
       wait_lock_.unlock();
@@ -1105,6 +1155,7 @@ class BasicRwSemaphore {
 
     const std::int64_t now = Platform::handoff_now_ns();
     Waiter self(WaiterType::kReader, now, handoff_timeout_ns());
+    self.rt = Platform::current_thread_is_realtime();  // granted, never woken to retry
     WakeList wakes;
     wait_lock_.lock();
     const bool first = queue_.empty();
@@ -1137,20 +1188,76 @@ class BasicRwSemaphore {
     wait_lock_.unlock();
     wakes.run();
 
-    if (!self.sleep_while_waiting(deadline)) {
+    for (;;) {
+      const bool woken = self.sleep_while_waiting(deadline);
+      if (woken) RWSEM_EVENT_INC(sleep_reader);
+      // A grant: our bias is in the count and we are off the queue (the
+      // acquire load of kWoken pairs with the waker's release store, which
+      // came after it wrote `retry`).
+      if (woken && !self.retry) break;
       wait_lock_.lock();
-      if (self.state.load(std::memory_order_relaxed) == internal::kWaiting) {
-        remove_waiter(self, wakes);
+      if (self.next == nullptr) {  // granted after all (off the queue)
         wait_lock_.unlock();
-        RWSEM_EVENT_INC(rlock_fail);
-        return false;
+        break;
       }
-      wait_lock_.unlock();  // granted just as we timed out
-    } else {
-      RWSEM_EVENT_INC(sleep_reader);
+      if (self.state.load(std::memory_order_relaxed) == internal::kWoken) {
+        // Woken to retry ("Woken reader"). Re-arm first: from our retry's
+        // update of the count on, an unlock must wake us again (W).
+        self.state.store(internal::kWaiting, std::memory_order_relaxed);
+        self.retry = false;
+        if (try_read_lock_queued(self)) {
+          // Readers queued behind us may follow (the kernel's first reader in).
+          if (!queue_.empty()) mark_wake(WakeType::kReadOwned, wakes);
+          wait_lock_.unlock();
+          wakes.run();
+          RWSEM_EVENT_INC(rlock_retry);
+          break;
+        }
+        internal::arm(*self.thread);
+        if (Platform::now_ns() < deadline) {
+          wait_lock_.unlock();
+          continue;
+        }
+      }
+      // Timed out, still queued and not woken (or our last retry failed).
+      remove_waiter(self, wakes);
+      wait_lock_.unlock();
+      wakes.run();
+      RWSEM_EVENT_INC(rlock_fail);
+      return false;
     }
     open_read_phase(self);
     RWSEM_EVENT_INC(rlock);
+    return true;
+  }
+
+  // A reader woken to retry ("Woken reader") takes the lock itself, as a
+  // woken writer does in try_write_lock(): it joins unless a writer holds
+  // the lock or READFAIL is set. HANDOFF, if set, is its own (it is the
+  // first waiter, H: a waker found a writer had stolen the lock once this
+  // reader was due), and taking the lock clears it, as a grant does. The
+  // same RMW clears WOKEN (W). Failing, it sleeps again, and
+  // the next unlock wakes it (WOKEN is clear), or grants it the lock once
+  // its handoff deadline has passed: the wait bound stays the grant's.
+  // Wait lock held.
+  bool try_read_lock_queued(Waiter& self) RWSEM_REQUIRES(wait_lock_) {
+    wait_lock_.assert_held();
+    Word c = count_.load(std::memory_order_relaxed);
+    bool take;
+    Word next;
+    do {
+      take = !B::is_write_locked(c) && !B::is_read_fail(c);
+      next = c & ~Layout::kWoken;
+      if (take) {
+        next = (next & ~Layout::kHandoff) + B::kReaderBias;
+        if (queue_.is_singular()) next &= ~Layout::kWaiters;
+      }
+      if (next == c) return false;
+      // acquire pairs with the release of the unlock that freed the lock.
+    } while (!count_.compare_exchange_weak(c, next, std::memory_order_acquire,
+                                           std::memory_order_relaxed));
+    if (!take) return false;
+    queue_.remove(&self);
     return true;
   }
 

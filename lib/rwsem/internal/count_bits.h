@@ -47,14 +47,14 @@ struct CountBits {
   static constexpr bool is_locked(Word c) { return (c & kLockMask) != 0; }
   static constexpr bool has_waiters(Word c) { return (c & L::kWaiters) != 0; }
   static constexpr bool has_handoff(Word c) { return (c & L::kHandoff) != 0; }
-  static constexpr bool has_woken_writer(Word c) { return (c & L::kWoken) != 0; }
+  static constexpr bool has_woken_waiter(Word c) { return (c & L::kWoken) != 0; }
   static constexpr bool is_read_fail(Word c) { return (c & L::kReadFail) != 0; }
   static constexpr bool read_fails(Word c) { return (c & kReadFailedMask) != 0; }
   static constexpr std::uint64_t reader_count(Word c) {
     return static_cast<std::uint64_t>(c >> L::kReaderShift);
   }
   // Must an unlock that sees `c` wake the queue? Only if someone is queued
-  // and no woken writer is already on its way to retry (it will see the
+  // and no woken waiter is already on its way to retry (it will see the
   // lock as the unlock leaves it).
   static constexpr bool must_wake(Word c) { return (c & (L::kWaiters | L::kWoken)) == L::kWaiters; }
   // The state after the last lock holder left with someone queued and
@@ -67,7 +67,7 @@ struct CountBits {
   // or HANDOFF or WOKEN without WAITERS (both belong to a queued waiter).
   static constexpr bool is_consistent(Word c) {
     return (c & L::kReservedMask) == 0 && (!has_handoff(c) || has_waiters(c)) &&
-           (!has_woken_writer(c) || has_waiters(c));
+           (!has_woken_waiter(c) || has_waiters(c));
   }
 };
 

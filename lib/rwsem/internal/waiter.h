@@ -15,9 +15,12 @@
 //   kWaiting -> kWoken   waker, wait lock held, store-release, the LAST
 //                        access of the waker to the waiter: "you are
 //                        woken" (for a reader: "you hold the read lock";
-//                        its bias is already in the count). The waker has
-//                        copied the waiter's record pointer before.
-//   kWoken -> kWaiting   a writer waiter re-arming itself, wait lock held.
+//                        its bias is already in the count; unless the
+//                        waker set `retry`: then "retry", as for a
+//                        writer). The waker has copied the waiter's record
+//                        pointer before.
+//   kWoken -> kWaiting   a writer, or a reader woken to retry, re-arming
+//                        itself, wait lock held.
 //
 // After the wait lock is dropped the waker unparks the record. A wakee that
 // sees kWoken returns at once: it never waits for its waker, which matters
@@ -77,11 +80,18 @@ struct Waiter {
   typename P::template Atomic<std::uint32_t> state{kWaiting};
   const WaiterType type;
   Plain<bool> handoff_set = false;  // this waiter owns the HANDOFF bit; wait lock
-  Plain<bool> rt = false;           // SCHED_FIFO/RR writer: hands off at once
+  // SCHED_FIFO/RR waiter: a writer claims HANDOFF at once; a reader is
+  // granted, never woken to retry.
+  Plain<bool> rt = false;
   // Reader: granted by a wake-up that left waiters queued, so it opens a
   // read phase (rwsem.h). Written by the waker before its release store of
   // kWoken; read by this reader after its acquire load of it.
   Plain<bool> granted_in_phase = false;
+  // Reader: woken to retry, not granted (mark_wake(), kWriterUnlock): it
+  // stays queued and takes the lock itself, like a writer. Written by the
+  // waker before its release store of kWoken, under the wait lock; cleared
+  // by this reader under the wait lock when it retries.
+  Plain<bool> retry = false;
   const std::int64_t enqueued_ns;          // handoff clock, for diagnostics
   const std::int64_t handoff_deadline_ns;  // handoff clock
   Record* const thread;
