@@ -25,7 +25,11 @@ class LockEvents : public ::testing::Test {};
 TYPED_TEST_SUITE(LockEvents, AllLayouts, LayoutNames);
 
 TYPED_TEST(LockEvents, CountSlowPathOutcomes) {
-  rwsem::BasicRwSemaphore<TypeParam> sem;
+  // A handoff timeout no wait here reaches: the queued reader below is
+  // then never due, however slowly this runs (QEMU with TSan took over the
+  // default 4 ms between its queueing and the unlock), so the unlock's
+  // wake-up is always the one counted below.
+  rwsem::BasicRwSemaphore<TypeParam> sem(rwsem::Options{10s, std::chrono::nanoseconds(-1)});
   const auto before = rwsem::lock_events_snapshot();
 
   sem.down_write();
