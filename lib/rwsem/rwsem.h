@@ -1200,6 +1200,9 @@ class BasicRwSemaphore {
         wait_lock_.unlock();
         break;
       }
+      // relaxed, load and store: the state changes only under the wait lock,
+      // which we hold (a retry wake-up publishes nothing; the count's
+      // compare-exchange below does the synchronising).
       if (self.state.load(std::memory_order_relaxed) == internal::kWoken) {
         // Woken to retry ("Woken reader"). Re-arm first: from our retry's
         // update of the count on, an unlock must wake us again (W).
@@ -1231,15 +1234,14 @@ class BasicRwSemaphore {
     return true;
   }
 
-  // A reader woken to retry ("Woken reader") takes the lock itself, as a
-  // woken writer does in try_write_lock(): it joins unless a writer holds
-  // the lock or READFAIL is set. HANDOFF, if set, is its own (it is the
-  // first waiter, H: a waker found a writer had stolen the lock once this
-  // reader was due), and taking the lock clears it, as a grant does. The
-  // same RMW clears WOKEN (W). Failing, it sleeps again, and
-  // the next unlock wakes it (WOKEN is clear), or grants it the lock once
-  // its handoff deadline has passed: the wait bound stays the grant's.
-  // Wait lock held.
+  // A reader woken to retry ("Woken reader") takes the lock itself, as a woken
+  // writer does in try_write_lock(): it joins unless a writer holds the lock or
+  // READFAIL is set. HANDOFF, if set, is its own (it is the first waiter, H: a
+  // waker found a writer had stolen the lock once this reader was due), and
+  // taking the lock clears it, as a grant does. The same RMW clears WOKEN (W).
+  // Failing, it sleeps again, and the next unlock wakes it (WOKEN is clear), or
+  // grants it the lock once its handoff deadline has passed: the wait bound
+  // stays the grant's. Wait lock held.
   bool try_read_lock_queued(Waiter& self) RWSEM_REQUIRES(wait_lock_) {
     wait_lock_.assert_held();
     Word c = count_.load(std::memory_order_relaxed);
