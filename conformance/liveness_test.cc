@@ -446,7 +446,8 @@ TYPED_TEST(Bypass, NoWriterBypassesAQueuedWriterOnceItOwnsHandoff) {
 // deadline wakes R to retry instead of granting it the lock ("Woken
 // reader" in rwsem.h): the lock stays free, and the writer, still running,
 // may take it again before R is on a CPU. Past its deadline, or as a
-// real-time thread, R is granted the lock at the unlock, as in the kernel.
+// real-time thread, R is granted the lock at the unlock, as in the kernel,
+// and so are two readers queued together (a batch).
 // Each case: R queues behind this thread's write lock (spin budget 0, so R
 // parks), under a fake handoff clock; this thread unlocks and at once asks
 // for the lock again with down_write_trylock(), then lets R in. R runs as
@@ -459,7 +460,7 @@ TYPED_TEST(Bypass, NoWriterBypassesAQueuedWriterOnceItOwnsHandoff) {
 template <class L>
 class WokenReader : public ::testing::Test {
  protected:
-  enum class R { kBeforeDeadline, kPastDeadline, kRealtime };
+  enum class R { kBeforeDeadline, kPastDeadline, kRealtime, kBatch };
 
   static void run(R kind) {
     using Lock = rwsem::BasicRwSemaphore<L>;
@@ -471,16 +472,19 @@ class WokenReader : public ::testing::Test {
     for (int attempt = 0; attempt < 5; ++attempt) {
       rwsem::testing::FakeHandoffClock clock;
       Lock sem(rwsem::Options{kHandoff, 0ns});
-      std::atomic<bool> r_in{false};
+      const int n = kind == R::kBatch ? 2 : 1;  // readers queued
+      std::atomic<int> r_in{0};
       RtThread rt;
       sem.down_write();
       ThreadGroup g;
-      g.spawn([&] {
-        if (kind == R::kRealtime ? !rt.start(cpus[0]) : become_idle() != 0) return;
-        sem.down_read();
-        r_in = true;
-        sem.up_read();
-      });
+      for (int i = 0; i < n; ++i) {
+        g.spawn([&] {
+          if (kind == R::kRealtime ? !rt.start(cpus[0]) : become_idle() != 0) return;
+          sem.down_read();
+          r_in.fetch_add(1);
+          sem.up_read();
+        });
+      }
       if (kind == R::kRealtime &&
           (!eventually(sem, [&] { return rt.decided(); }, "R started") || rt.refused())) {
         sem.up_write();
@@ -488,17 +492,18 @@ class WokenReader : public ::testing::Test {
         if (rt.refused()) GTEST_SKIP() << rt.refusal();
         FAIL() << "R never started";
       }
-      bool queued = eventually(sem, [&] { return Peer::queue_length(sem) == 1; }, "R queued");
+      bool queued = eventually(
+          sem, [&] { return Peer::queue_length(sem) == static_cast<std::size_t>(n); }, "R queued");
       if (kind == R::kPastDeadline) clock.advance(kHandoff + 1ms);
       const auto before = rwsem::lock_events_snapshot();
       sem.up_write();
       // The wake-up R got from this unlock, not from a later one.
       const auto at_unlock = rwsem::lock_events_snapshot() - before;
       const bool retaken = sem.down_write_trylock();
-      const bool r_was_in = r_in.load();
+      const bool r_was_in = r_in.load() > 0;
       const std::string held = sem.describe();
       if (retaken) sem.up_write();
-      queued = queued && eventually(sem, [&] { return r_in.load(); }, "R got the lock");
+      queued = queued && eventually(sem, [&] { return r_in.load() == n; }, "R got the lock");
       g.join();
       ASSERT_TRUE(queued);
       const auto& ev = at_unlock;
@@ -508,15 +513,15 @@ class WokenReader : public ::testing::Test {
           L::kName, attempt, retaken ? "took the lock" : "failed", held.c_str(),
           static_cast<unsigned long long>(ev[LockEvent::wake_reader]),
           static_cast<unsigned long long>(ev[LockEvent::wake_reader_retry]));
-      if (kind == R::kBeforeDeadline && r_was_in) continue;  // R ran first after all
+      if (kind != R::kRealtime && r_was_in) continue;  // R ran first after all
       if (kind == R::kBeforeDeadline) {
         EXPECT_TRUE(retaken) << "the unlock granted the lone reader the lock before it ran";
         EXPECT_EQ(ev[LockEvent::wake_reader], 0u);
         EXPECT_EQ(ev[LockEvent::wake_reader_retry], 1u);
       } else {
-        if (kind == R::kPastDeadline)
-          EXPECT_FALSE(retaken) << "R, past its handoff deadline, was not granted the lock";
-        EXPECT_EQ(ev[LockEvent::wake_reader], 1u);
+        if (kind != R::kRealtime)
+          EXPECT_FALSE(retaken) << "the readers were not granted the lock at the unlock";
+        EXPECT_EQ(ev[LockEvent::wake_reader], static_cast<std::uint64_t>(n));
         EXPECT_EQ(ev[LockEvent::wake_reader_retry], 0u);
       }
       EXPECT_EQ(sem.count(), 0u) << sem.describe();
@@ -535,6 +540,9 @@ TYPED_TEST(WokenReader, PastItsDeadlineItIsGrantedTheLock) {
 }
 TYPED_TEST(WokenReader, RealtimeReaderIsGrantedTheLock) {
   TestFixture::run(TestFixture::R::kRealtime);
+}
+TYPED_TEST(WokenReader, TwoQueuedReadersAreGrantedTheLock) {
+  TestFixture::run(TestFixture::R::kBatch);
 }
 
 // ---- 4. signals and spurious wake-ups to sleeping waiters --------------------
