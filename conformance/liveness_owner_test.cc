@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -105,45 +107,84 @@ void wait_for_rt_bandwidth() {
   if (ready > now) nap(ready - now);
 }
 
-// Runs round(cpu, judged) twice on a pinned pair's CPU, the test thread
-// watching from another; only the second round is judged (see below).
+// What a judged round could judge. A round judges the lock only if the
+// scheduler gave the pinned pair the order the test relies on: W, woken
+// inside N's unlock, ran before N went on (liveness_util.h, before
+// wakeup_preempts()). A round that finds W had not run yet by then (its
+// times_run() unchanged) judged nothing.
+enum class Verdict { kJudged, kSchedulerHeldW };
+
+// Runs a warm-up round and then judged rounds on a pinned pair's CPU, the
+// test thread watching from another. round(cpu, judged, &verdict) runs one
+// round. Before each judged round the CPU must preempt a normal waker for a
+// woken real-time thread (wait_for_wakeup_preemption()); a judged round
+// the scheduler spoiled anyway is repeated, up to kJudgedRounds. A lock
+// whose unlock does not wake W (W wakes later by itself) spoils every one.
+constexpr int kJudgedRounds = 5;
+
 template <class Round>
-void run_pinned_rounds(Round round) {
+void run_pinned_rounds(const char* name, Round round) {
   const std::vector<int> cpus = allowed_cpus();
   if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs (one for the pinned pair, one for the test)";
   ASSERT_EQ(rwsem::internal::max_spinners(), g_spinners_at_start);
   ScopedAffinity keep_mask;
   ASSERT_EQ(pin_to(pthread_self(), cpus[1]), 0);  // the test watches from elsewhere
-  round(cpus[0], /*judged=*/false);
+  const int cpu = cpus[0];
+  Verdict v = Verdict::kJudged;
+  round(cpu, /*judged=*/false, &v);
   if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
-  round(cpus[0], /*judged=*/true);
+  for (int i = 0; i < kJudgedRounds; ++i) {
+    std::chrono::nanoseconds waited{0};
+    const int preempts = wait_for_wakeup_preemption(cpu, &waited);
+    if (preempts == 0)
+      GTEST_SKIP() << "for " << ms(waited) << " ms no SCHED_FIFO thread woken on CPU " << cpu
+                   << " preempted the normal thread that woke it there; this test needs that "
+                      "order to judge the lock";
+    if (waited > 20ms)
+      std::printf("  [%s] waited %.1f ms for wake-ups on CPU %d to preempt their waker again\n",
+                  name, ms(waited), cpu);
+    round(cpu, /*judged=*/true, &v);
+    if (v == Verdict::kJudged || ::testing::Test::HasFailure() || ::testing::Test::IsSkipped())
+      return;
+    std::printf(
+        "  [%s] judged round %d of %d: W had not run yet when N went on past its "
+        "unlock, so it judged nothing; repeated\n",
+        name, i + 1, kJudgedRounds);
+  }
+  ADD_FAILURE() << "in none of " << kJudgedRounds
+                << " judged rounds had W run when N went on past its unlock, although right "
+                   "before each a woken SCHED_FIFO thread preempted its waker on that CPU: the "
+                   "unlock does not wake W (it woke later by itself)";
 }
 
-// One round is run twice, and only the second is judged. Under QEMU
-// (armv7 with UBSan, four copies of this binary in parallel) a single round
-// failed in 1-2 of 40 runs, always a writer round, with the same rate before
-// and after the lock changes of that day; natively 0 of 80. The suspected
-// cause is the emulator, not the lock: QEMU translates code on its first
-// execution under a lock shared by all guest threads, so a woken W running
-// its wake-up path for the first time can block there while another thread
-// translates, and N runs on. The warm-up round runs every path once; the
-// judged round is the same scenario. (With it, 0 of 160 runs failed in
-// either round, so the numbers do not prove the cause.)
+// A warm-up round comes before the judged ones. Under QEMU (armv7 with
+// UBSan, four copies of this binary in parallel) a single round failed in
+// 1-2 of 40 runs, always a writer round, with the same rate before and after
+// the lock changes of that day; natively 0 of 80. The suspected cause then
+// was the emulator: QEMU translates code on its first execution under a lock
+// shared by all guest threads, so a woken W running its wake-up path for the
+// first time can block there while another thread translates, and N runs
+// on. The warm-up round runs every path once. (With it, 0 of 160 runs failed
+// in either round, so the numbers do not prove the cause; the scheduler's
+// windows described in liveness_util.h would have failed the same way.)
 template <class T>
 class RtWakee : public ::testing::Test {
  protected:
   static void run(bool reader_waiter) {
-    run_pinned_rounds([&](int cpu, bool judged) { round(reader_waiter, cpu, judged); });
+    run_pinned_rounds(
+        T::kName, [&](int cpu, bool judged, Verdict* v) { round(reader_waiter, cpu, judged, v); });
   }
 
-  static void round(bool reader_waiter, int cpu, bool judged) {
+  static void round(bool reader_waiter, int cpu, bool judged, Verdict* verdict) {
     wait_for_rt_bandwidth();
     const auto lock = make_lock<T>(true);
     T& sem = *lock;
     std::atomic<bool> n_holding{false}, go{false}, w_done{false};
     std::atomic<int> after_unlock{0};
     std::atomic<int> seen_at_return{-1};
-    std::atomic<std::int64_t> t_unlock{0}, t_return{0};
+    std::atomic<std::int64_t> t_unlock{0}, t_return{0}, w_runnable_ns{0};
+    std::atomic<pid_t> w_tid{0};
+    std::atomic<bool> w_ran{true};
     RtThread w;
     ThreadGroup g;
     g.spawn([&] {  // N: normal priority owner and waker
@@ -152,15 +193,22 @@ class RtWakee : public ::testing::Test {
       n_holding = true;
       while (!go.load()) nap(100us);
       t_unlock = Clock::now().time_since_epoch().count();
+      const long long runs = times_run(w_tid.load());
       sem.unlock();
+      // W gone (-1): it ran to its end. Unknown before (-1): judge anyway.
+      w_ran = runs < 0 || times_run(w_tid.load()) != runs;
       after_unlock.store(1);
     });
     ASSERT_TRUE(eventually(sem, [&] { return n_holding.load(); }, "N holds the lock"));
     g.spawn([&] {  // W: the real-time waiter
+      w_tid = static_cast<pid_t>(syscall(SYS_gettid));
       if (!w.start(cpu)) return;
+      const RunQueueDelay rq;
+      const auto rq0 = rq.now();
       if (reader_waiter) read_lock(sem);
       else sem.lock();
       t_return = Clock::now().time_since_epoch().count();
+      w_runnable_ns = (rq.now() - rq0).count();
       seen_at_return = after_unlock.load();
       if (reader_waiter) read_unlock(sem);
       else sem.unlock();
@@ -181,13 +229,18 @@ class RtWakee : public ::testing::Test {
     if (stalled || latency > 1.0) g_rt_spin_end_ns = Clock::now().time_since_epoch().count();
     std::printf(
         "  [%s %s RT waiter, %s round, sched_rt_runtime_us=%s] unlock -> RT waiter "
-        "returned: %.3f ms; waker had %s when the waiter returned%s\n",
+        "returned: %.3f ms; waker had %s when the waiter returned; the waiter %s by the time "
+        "the unlock returned, and was runnable but not running for %.3f ms of its lock call%s\n",
         T::kName, reader_waiter ? "reader" : "writer", judged ? "judged" : "warm-up",
         rt_throttle().c_str(), latency,
         seen_at_return.load() == 0 ? "not run again (good)" : "run again",
+        w_ran.load() ? "had run" : "HAD NOT RUN", w_runnable_ns.load() / 1e6,
         stalled ? "; the waiter was still spinning at the limit and was demoted" : "");
     EXPECT_EQ(sem.count(), 0u) << "lock not clean: " << sem.describe();
-    if (!judged) return;
+    // A waiter that busy-waits for N runs, so only a W the scheduler held
+    // back can have not run by then.
+    *verdict = w_ran.load() || stalled ? Verdict::kJudged : Verdict::kSchedulerHeldW;
+    if (!judged || *verdict != Verdict::kJudged) return;
     EXPECT_FALSE(stalled) << "the RT waiter never returned until demoted: it spins for its "
                              "preempted waker";
     EXPECT_EQ(seen_at_return.load(), 0)
@@ -272,34 +325,16 @@ class RtDestroyer : public ::testing::Test {
   using Lock = rwsem::BasicRwSemaphore<L>;
 
   // A judged round shows something only if W preempted N inside up_read()
-  // (`announced`): the scheduler decides that, not the lock. Under TSan on
-  // x86_64 (spinning compiled out) four rounds in a row, over two layouts,
-  // once found N already out, W having neither slept nor been preempted,
-  // and six repeats of the binary then never did. Such a round is repeated,
-  // up to kJudgedRounds; a lock that never lets the window open (an unlock
-  // that announces nothing) fails with all of them missed. Misses come in
-  // streaks: under ASan, after an unrelated change to this binary, every
-  // judged round of two layouts missed in 2 of 3 runs (W, real-time and
-  // woken from inside N's up_read(), found N already out, with no context
-  // switch of its own); the cause was not found, and the same binary run
-  // outside Bazel never missed. A pause of 50 ms times the attempt before
-  // each repeat broke every streak seen since (12 runs: one miss, reached
-  // on the next round).
-  static constexpr int kJudgedRounds = 5;
+  // (`announced`). Whether W ran before N left the call is the scheduler's
+  // decision: a round in which it had not (N reads W's times_run() before
+  // and after its up_read()) judged nothing and is repeated
+  // (run_pinned_rounds()). Such rounds came in streaks of every round of
+  // two layouts, under TSan and under ASan, until the cause was found (the
+  // windows in liveness_util.h). But if W did run inside N's up_read() and
+  // still found no announcement, the unlock withdrew it before it was done
+  // with the lock: that fails at once.
   static void run() {
-    run_pinned_rounds([](int cpu, bool judged) {
-      bool reached = false;
-      if (!judged) return round(cpu, false, &reached);
-      for (int i = 0; i < kJudgedRounds; ++i) {
-        round(cpu, true, &reached);
-        if (reached || ::testing::Test::HasFailure() || ::testing::Test::IsSkipped()) return;
-        std::printf("  [%s] judged round %d of %d missed its window\n", L::kName, i + 1,
-                    kJudgedRounds);
-        nap(std::chrono::milliseconds(50) * (i + 1));
-      }
-      ADD_FAILURE() << "no round reached its window in " << kJudgedRounds
-                    << ": N had always left up_read() before W destroyed the lock";
-    });
+    run_pinned_rounds(L::kName, [](int cpu, bool judged, Verdict* v) { round(cpu, judged, v); });
   }
 
   // True if some thread record announces an up_read() of the lock at
@@ -312,15 +347,17 @@ class RtDestroyer : public ::testing::Test {
     return seen;
   }
 
-  // One round; *reached says whether W found N's unlock still announced.
-  static void round(int cpu, bool judged, bool* reached) {
+  // One round; *verdict says whether it could judge the lock.
+  static void round(int cpu, bool judged, Verdict* verdict) {
     wait_for_rt_bandwidth();
     // No spinning: W must queue and sleep, so that N's unlock wakes it.
     Lock* sem = new Lock(rwsem::Options{std::chrono::seconds(10), std::chrono::nanoseconds(0)});
     std::atomic<bool> n_holding{false}, go{false}, w_done{false}, announced{false};
     std::atomic<bool> announced_after{true};
     std::atomic<long> involuntary{-1}, voluntary{-1};
-    std::atomic<std::int64_t> destroy_ns{0};
+    std::atomic<std::int64_t> destroy_ns{0}, w_runnable_ns{0};
+    std::atomic<pid_t> w_tid{0};
+    std::atomic<bool> w_ran{true};
     RtThread w;
     ThreadGroup g;
     g.spawn([&] {  // N: normal priority reader, the unlocker
@@ -328,12 +365,19 @@ class RtDestroyer : public ::testing::Test {
       sem->down_read();
       n_holding = true;
       while (!go.load()) nap(100us);
+      const long long runs = times_run(w_tid.load());
       sem->up_read();
+      // W gone (-1): it ran to its end. Unknown before (-1): judge anyway.
+      w_ran = runs < 0 || times_run(w_tid.load()) != runs;
     });
     ASSERT_TRUE(eventually(*sem, [&] { return n_holding.load(); }, "N holds a read lock"));
     g.spawn([&] {  // W: the real-time writer, the destroyer
+      w_tid = static_cast<pid_t>(syscall(SYS_gettid));
       if (!w.start(cpu)) return;
+      const RunQueueDelay rq;
+      const auto rq0 = rq.now();
       sem->down_write();
+      w_runnable_ns = (rq.now() - rq0).count();
       sem->up_write();
       const void* const addr = sem;
       announced = unlock_announced(addr);
@@ -370,14 +414,20 @@ class RtDestroyer : public ::testing::Test {
     std::printf(
         "  [%s, %s round, sched_rt_runtime_us=%s] RT destroyer: unlocker %s when the destruction "
         "began, %s when it returned; destruction %.3f ms, W's context switches during it: %ld "
-        "voluntary, %ld involuntary%s\n",
+        "voluntary, %ld involuntary; W %s by the time up_read() returned, and was runnable "
+        "but not running for %.3f ms of its lock call%s\n",
         L::kName, judged ? "judged" : "warm-up", rt_throttle().c_str(),
         announced.load() ? "still inside up_read()" : "already out of up_read()",
         announced_after.load() ? "STILL INSIDE" : "out",
         ms(std::chrono::nanoseconds(destroy_ns.load())), voluntary.load(), involuntary.load(),
+        w_ran.load() ? "had run" : "HAD NOT RUN", w_runnable_ns.load() / 1e6,
         stalled ? "; W was still waiting at the limit and was demoted" : "");
-    *reached = announced.load();
-    if (!judged || !*reached) return;
+    *verdict = announced.load() || w_ran.load() ? Verdict::kJudged : Verdict::kSchedulerHeldW;
+    if (!judged || *verdict != Verdict::kJudged) return;
+    EXPECT_TRUE(announced.load())
+        << "W ran inside N's up_read() (woken there, it preempted N) yet no thread record "
+           "announced the unlock: up_read() withdrew its announcement before it was done with "
+           "the lock";
     EXPECT_FALSE(announced_after.load())
         << "the destructor returned while an up_read() of the lock was still under way";
     EXPECT_FALSE(stalled) << "the RT destroyer never finished until demoted";
