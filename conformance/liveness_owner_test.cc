@@ -331,8 +331,8 @@ class RtDestroyer : public ::testing::Test {
   // (run_pinned_rounds()). Such rounds came in streaks of every round of
   // two layouts, under TSan and under ASan, until the cause was found (the
   // windows in liveness_util.h). But if W did run inside N's up_read() and
-  // still found no announcement, the unlock withdrew it before it was done
-  // with the lock: that fails at once.
+  // still found no announcement, the unlock made none or withdrew it before
+  // it was done with the lock: that fails at once.
   static void run() {
     run_pinned_rounds(L::kName, [](int cpu, bool judged, Verdict* v) { round(cpu, judged, v); });
   }
@@ -426,8 +426,8 @@ class RtDestroyer : public ::testing::Test {
     if (!judged || *verdict != Verdict::kJudged) return;
     EXPECT_TRUE(announced.load())
         << "W ran inside N's up_read() (woken there, it preempted N) yet no thread record "
-           "announced the unlock: up_read() withdrew its announcement before it was done with "
-           "the lock";
+           "announced the unlock: up_read() did not announce it, or withdrew the announcement "
+           "before it was done with the lock";
     EXPECT_FALSE(announced_after.load())
         << "the destructor returned while an up_read() of the lock was still under way";
     EXPECT_FALSE(stalled) << "the RT destroyer never finished until demoted";
