@@ -193,10 +193,7 @@ class RtWakee : public ::testing::Test {
       n_holding = true;
       while (!go.load()) nap(100us);
       t_unlock = Clock::now().time_since_epoch().count();
-      const long long runs = times_run(w_tid.load());
-      sem.unlock();
-      // W gone (-1): it ran to its end. Unknown before (-1): judge anyway.
-      w_ran = runs < 0 || times_run(w_tid.load()) != runs;
+      w_ran = ran_during(w_tid.load(), [&] { sem.unlock(); });
       after_unlock.store(1);
     });
     ASSERT_TRUE(eventually(sem, [&] { return n_holding.load(); }, "N holds the lock"));
@@ -365,10 +362,7 @@ class RtDestroyer : public ::testing::Test {
       sem->down_read();
       n_holding = true;
       while (!go.load()) nap(100us);
-      const long long runs = times_run(w_tid.load());
-      sem->up_read();
-      // W gone (-1): it ran to its end. Unknown before (-1): judge anyway.
-      w_ran = runs < 0 || times_run(w_tid.load()) != runs;
+      w_ran = ran_during(w_tid.load(), [&] { sem->up_read(); });
     });
     ASSERT_TRUE(eventually(*sem, [&] { return n_holding.load(); }, "N holds a read lock"));
     g.spawn([&] {  // W: the real-time writer, the destroyer

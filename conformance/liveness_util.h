@@ -249,6 +249,16 @@ inline long long times_run(pid_t tid) {
   return static_cast<long long>(runs);
 }
 
+// Runs `op` on the calling thread and says whether the thread `tid` ran
+// meanwhile: its times_run() changed, or it is gone (it ran to its end).
+// Where the kernel gives no count, true: the caller judges as if it had.
+template <class F>
+bool ran_during(pid_t tid, F op) {
+  const long long runs = times_run(tid);
+  op();
+  return runs < 0 || times_run(tid) != runs;
+}
+
 // The real-time tests pin a normal thread N and a SCHED_FIFO thread W to one
 // CPU and assume that when N wakes W, W runs at once and N runs no further
 // until W blocks. The scheduler does not always do that. Since Linux 6.12
