@@ -325,9 +325,9 @@ class RtDestroyer : public ::testing::Test {
   // (`announced`). Whether W ran before N left the call is the scheduler's
   // decision: a round in which it had not (N reads W's times_run() before
   // and after its up_read()) judged nothing and is repeated
-  // (run_pinned_rounds()). Such rounds came in streaks of every round of
-  // two layouts, under TSan and under ASan, until the cause was found (the
-  // windows in liveness_util.h). But if W did run inside N's up_read() and
+  // (run_pinned_rounds()). Such rounds came in streaks, every judged round
+  // of one or two layouts, under TSan and under ASan (the windows described
+  // in liveness_util.h). But if W did run inside N's up_read() and
   // still found no announcement, the unlock made none or withdrew it before
   // it was done with the lock: that fails at once.
   static void run() {

@@ -269,9 +269,10 @@ bool ran_during(pid_t tid, F op) {
 // SCHED_FIFO thread kept one CPU busy for 2.5 s, neither of the 2 wake-ups
 // that a normal thread on that CPU managed to make preempted it, against all
 // 689 in the 200 ms before; and with two copies of liveness_test running in
-// parallel under Bazel, 2 of 12 runs met windows of at least 14-35 ms in
-// which W, woken inside N's up_read(), stayed runnable for 0.09-0.23 ms
-// (its run-queue delay, RunQueueDelay) until N had left the call. What
+// parallel under Bazel, 4 of 43 runs met such windows, each long enough to
+// spoil every judged round of a layout, in which W, woken inside N's
+// up_read(), stayed runnable for 0.09-0.23 ms (its run-queue delay,
+// RunQueueDelay) until N had left the call. What
 // starts those windows there was not found; the tests do not depend on it:
 // they wait for wake-ups to preempt again before a judged round
 // (wait_for_wakeup_preemption()) and do not judge a round in which W had
