@@ -63,6 +63,18 @@ std::unique_ptr<T> make_lock_with(const rwsem::Options& o) {
 template <class T>
 inline constexpr bool kSpins = std::is_constructible_v<T, const rwsem::Options&>;
 
+// The three fields of a schedstat file open at `fd` (/proc/.../schedstat):
+// time on a CPU (ns), time runnable but waiting for one (ns), and the number
+// of times the thread was switched onto a CPU. False if unreadable.
+inline bool read_schedstat(int fd, unsigned long long (&f)[3]) {
+  char buf[96];
+  if (fd < 0) return false;
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return std::sscanf(buf, "%llu %llu %llu", &f[0], &f[1], &f[2]) == 3;
+}
+
 // The calling thread's run-queue delay: the time it has spent runnable but
 // not running, waiting for a CPU (the second field of
 // /proc/thread-self/schedstat, in ns). A wait bound is about the lock, not
@@ -82,14 +94,9 @@ class RunQueueDelay {
   RunQueueDelay& operator=(const RunQueueDelay&) = delete;
   bool ok() const { return fd_ >= 0; }
   std::chrono::nanoseconds now() const {
-    char buf[96];
-    if (fd_ < 0) return std::chrono::nanoseconds(0);
-    const ssize_t n = pread(fd_, buf, sizeof buf - 1, 0);
-    if (n <= 0) return std::chrono::nanoseconds(0);
-    buf[n] = '\0';
-    unsigned long long on_cpu = 0, waiting = 0;
-    if (std::sscanf(buf, "%llu %llu", &on_cpu, &waiting) != 2) return std::chrono::nanoseconds(0);
-    return std::chrono::nanoseconds(static_cast<std::int64_t>(waiting));
+    unsigned long long f[3];
+    if (!read_schedstat(fd_, f)) return std::chrono::nanoseconds(0);
+    return std::chrono::nanoseconds(static_cast<std::int64_t>(f[1]));
   }
 
  private:
@@ -238,15 +245,10 @@ class RtThread {
 inline long long times_run(pid_t tid) {
   const std::string path = "/proc/self/task/" + std::to_string(tid) + "/schedstat";
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[96];
-  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  unsigned long long on_cpu = 0, waiting = 0, runs = 0;
-  if (std::sscanf(buf, "%llu %llu %llu", &on_cpu, &waiting, &runs) != 3) return -1;
-  return static_cast<long long>(runs);
+  unsigned long long f[3];
+  const bool ok = read_schedstat(fd, f);
+  if (fd >= 0) close(fd);
+  return ok ? static_cast<long long>(f[2]) : -1;
 }
 
 // Runs `op` on the calling thread and says whether the thread `tid` ran
