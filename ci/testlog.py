@@ -26,6 +26,8 @@ MODEL_RANDOM_RE = re.compile(r"^(.+): random, [0-9]+ executions \(seeds 0x([0-9a
 FAILED_RE = re.compile(r"^\[  FAILED  \] (.*) \([0-9]+ ms\)")
 # The corpus's whole-binary hang guard (conformance/hang_guard.h) aborting.
 HANG_RE = re.compile(r"^HANG: (\S+) still running", re.M)
+# gtest's line for a failed assertion: "<file>:<line>: Failure".
+ASSERTION_RE = re.compile(r"^\S+:[0-9]+: Failure$")
 # Signs of a test that failed or crashed before gtest printed FAILED.
 DEBUG_RE = re.compile(r"^rwsem DEBUG: (.*)$", re.M)
 CRASH_RE = re.compile(r": Failure$|SEGV|Segmentation fault|uncaught target signal|Aborted|ThreadGroup:")
@@ -159,6 +161,12 @@ def failure_evidence(lines, rc):
         m = FAILED_RE.match(line)
         if m:
             return re.sub(r", where TypeParam.*", "", m.group(1))
+    # A failed assertion in a test that never finished (its binary was
+    # aborted by a later hang guard or watchdog): the assertion says more
+    # than the abort that followed it.
+    t = running_at(lines, ASSERTION_RE)
+    if t:
+        return "%s (failed an assertion, then the binary aborted)" % re.sub(r", where TypeParam.*", "", t)
     # A debug check that aborted outside a death test: its report says what.
     m = DEBUG_RE.search(text)
     if m:

@@ -321,6 +321,9 @@ class ThreadGroup {
     HangGuard::extend_until(give_up);
     while (done_.load() < threads_.size()) {
       if (std::chrono::steady_clock::now() > give_up) {
+        // The test's own report and gtest's failure messages sit in
+        // stdout's buffer, which abort() discards: write them out first.
+        std::fflush(stdout);
         std::fprintf(stderr,
                      "ThreadGroup: %zu of %zu threads still blocked %lld s after the "
                      "test let go of them; aborting instead of hanging\n",

@@ -169,6 +169,7 @@ class Watchdog {
   }
 
   [[noreturn]] void fire(std::chrono::steady_clock::duration stuck) {
+    std::fflush(stdout);  // what the run printed so far; abort() would drop it
     std::fprintf(stderr,
                  "\nWATCHDOG: no progress for %.1f s in %s\n  seed: %" PRIu64
                  " (replay with RWSEM_SEED=%" PRIu64 ")\n",
