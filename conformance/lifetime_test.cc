@@ -243,12 +243,23 @@ TYPED_TEST(Lifetime, DestroyAfterUnlock) {
   std::atomic<std::int64_t> go{-1}, held{-1}, w_done{-1}, r_done{-1};
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> w_got{0}, w_timed_out{0};
+  // Set while D is inside lock()/unlock() of the live lock `cur`: then a
+  // hang report may read that lock (at any other time it may be destroyed).
+  std::atomic<bool> d_in_lock_call{false};
   auto state = HangGuard::watch("destroy-after-unlock harness", [&] {
     std::ostringstream os;
     os << "iteration " << go.load() << ": R held " << held.load() << ", W done " << w_done.load()
        << ", R returned " << r_done.load();
+    if (d_in_lock_call.load())
+      os << "; D is in lock()/unlock() of this lock:\n" << lock_state(*cur.load());
     return os.str();
   });
+  auto d_lock_unlock = [&](T& l) {
+    d_in_lock_call.store(true);
+    l.lock();
+    l.unlock();
+    d_in_lock_call.store(false);
+  };
   auto rnd = [&](std::int64_t i, int k) {
     return mix(seed ^ type_salt(T::kName) ^ mix(static_cast<std::uint64_t>(i) * 8 + k));
   };
@@ -317,17 +328,13 @@ TYPED_TEST(Lifetime, DestroyAfterUnlock) {
     const bool d_locks_first = (rnd(i, 5) & 3) == 0;
     if (d_locks_first) {
       ++lock_first;
-      l->lock();
-      l->unlock();
+      d_lock_unlock(*l);
     }
     if (!wait_for([&] { return w_done.load(std::memory_order_acquire) == i; }, hang_limit())) {
       failure = "the timed waiter never returned\n" + lock_state(*l);
       break;
     }
-    if (!d_locks_first) {
-      l->lock();  // after R's unlock: R's release happened before this
-      l->unlock();
-    }
+    if (!d_locks_first) d_lock_unlock(*l);  // after R's unlock: R's release happened before this
     // Legal now: unlocked, W has returned, R has released (we held it
     // after R). R may still be inside its unlock call.
     if (r_done.load(std::memory_order_acquire) != i) ++overlaps;
