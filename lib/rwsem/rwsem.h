@@ -599,15 +599,42 @@ class BasicRwSemaphore {
 
   bool down_write_until_ns(std::int64_t deadline) {
     const Word w = internal::writer_word<Layout, Platform>();
-    // The fast path is the steal itself (load, then compare-exchange from
-    // what was loaded), not a compare-exchange that expects 0: with waiters
-    // queued WAITERS is set, a compare-exchange from 0 always fails, and
-    // every write lock paid that failed RMW and the call into the slow path
-    // before the steal that took the lock. Measured in the README, "Where
-    // the lock departs from the kernel".
-    if (RWSEM_UNLIKELY(!try_write_lock_unqueued(w)) && !write_slowpath(w, deadline)) return false;
+    // The fast path is the steal (take the lock if nobody holds it and
+    // HANDOFF is clear, waiters queued or not), not a compare-exchange that
+    // only succeeds from 0: with waiters queued WAITERS is set, that
+    // compare-exchange always fails, and every write lock paid the failed
+    // RMW and a call into the slow path before the steal that took the
+    // lock. But a thread whose recent write locks all found the count at 0
+    // (write_free_streak in its record) tries the compare-exchange from 0
+    // first: uncontended, that saves the load the compare-exchange would
+    // depend on. Both measured in the README, "Where the lock departs from
+    // the kernel".
+    Record& me = Platform::current_thread();
+    Word c = 0;
+    // acquire pairs with the release of the last unlock (kWriteLockOrder).
+    if (RWSEM_UNLIKELY(
+            me.write_free_streak < Record::kWriteGuessAfter ||
+            !count_.compare_exchange_strong(c, w, kWriteLockOrder, std::memory_order_relaxed)) &&
+        !write_steal_or_queue(me, w, c, deadline))
+      return false;
     set_owner();
     return true;
+  }
+
+  // The write fast path's guess of 0 failed (it read `c`), or was not made
+  // (then c == 0): load if needed, steal, else queue. A failed guess is an
+  // RMW that took the count's line exclusive for nothing, which under
+  // contention costs more than the load it saves, so a thread guesses again
+  // only after kWriteGuessAfter loads in a row found the count at 0.
+  [[gnu::noinline]] bool write_steal_or_queue(Record& me, Word w, Word c, std::int64_t deadline) {
+    if (me.write_free_streak >= Record::kWriteGuessAfter) {
+      me.write_free_streak = 0;
+    } else {
+      c = count_.load(std::memory_order_relaxed);
+      if (c == 0) ++me.write_free_streak;
+      else if (me.write_free_streak != 0) me.write_free_streak = 0;
+    }
+    return try_write_lock_from(w, c) || write_slowpath(w, deadline);
   }
 
   // ---- helpers over the count ----------------------------------------------
@@ -615,7 +642,10 @@ class BasicRwSemaphore {
   // A writer takes a free lock that nobody is owed (no HANDOFF), even with
   // waiters queued: lock stealing. Handoff bounds how long it can go on.
   bool try_write_lock_unqueued(Word w) {
-    Word c = count_.load(std::memory_order_relaxed);
+    return try_write_lock_from(w, count_.load(std::memory_order_relaxed));
+  }
+  // try_write_lock_unqueued() with `c` as the first guess of the count.
+  bool try_write_lock_from(Word w, Word c) {
     while (!B::is_locked(c) && !B::has_handoff(c)) {
       // acquire pairs with the release of the last unlock (kWriteLockOrder).
       if (count_.compare_exchange_weak(c, c + w, kWriteLockOrder, std::memory_order_relaxed))
