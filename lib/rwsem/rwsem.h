@@ -446,7 +446,20 @@ class BasicRwSemaphore {
   void up_write() {
     if (kDebugEnabled) check_write_owner("up_write");
     clear_owner();
-    Word c = count_.load(std::memory_order_relaxed);
+    // A thread whose recent unlocks all found the count holding its own
+    // writer word and nothing else guesses so again, and releases with one
+    // compare-exchange that depends on no load (as down_write() guesses a
+    // free count; write_free_streak). A failed guess read the count, and
+    // the loop below goes on from what it read.
+    Record& me = Platform::current_thread();
+    Word c = internal::writer_word<Layout, Platform>();
+    // release pairs with the acquire of the next locker. Nothing else is
+    // in the count, so there is nobody to wake.
+    if (RWSEM_LIKELY(me.unlock_alone_streak >= Record::kGuessAfter) &&
+        RWSEM_LIKELY(
+            count_.compare_exchange_strong(c, 0, kUpWriteOrder, std::memory_order_relaxed)))
+      return;
+    c = up_write_look(me, c);
     for (;;) {
       // With waiters queued and none on its way (must_wake()), wake them
       // holding the wait lock from before the release on (see "Lifetime"
@@ -613,7 +626,7 @@ class BasicRwSemaphore {
     Word c = 0;
     // acquire pairs with the release of the last unlock (kWriteLockOrder).
     if (RWSEM_UNLIKELY(
-            me.write_free_streak < Record::kWriteGuessAfter ||
+            me.write_free_streak < Record::kGuessAfter ||
             !count_.compare_exchange_strong(c, w, kWriteLockOrder, std::memory_order_relaxed)) &&
         !write_steal_or_queue(me, w, c, deadline))
       return false;
@@ -625,9 +638,9 @@ class BasicRwSemaphore {
   // (then c == 0): load if needed, steal, else queue. A failed guess is an
   // RMW that took the count's line exclusive for nothing, which under
   // contention costs more than the load it saves, so a thread guesses again
-  // only after kWriteGuessAfter loads in a row found the count at 0.
+  // only after kGuessAfter loads in a row found the count at 0.
   [[gnu::noinline]] bool write_steal_or_queue(Record& me, Word w, Word c, std::int64_t deadline) {
-    if (me.write_free_streak >= Record::kWriteGuessAfter) {
+    if (me.write_free_streak >= Record::kGuessAfter) {
       me.write_free_streak = 0;
     } else {
       c = count_.load(std::memory_order_relaxed);
@@ -635,6 +648,21 @@ class BasicRwSemaphore {
       else if (me.write_free_streak != 0) me.write_free_streak = 0;
     }
     return try_write_lock_from(w, c) || write_slowpath(w, deadline);
+  }
+
+  // up_write()'s guess failed (`c` is what it read) or was not made (`c`
+  // is the caller's writer word): returns the count to release from, and
+  // keeps the streak that decides the next guess.
+  [[gnu::noinline]] Word up_write_look(Record& me, Word c) {
+    if (me.unlock_alone_streak >= Record::kGuessAfter) {
+      me.unlock_alone_streak = 0;
+      return c;
+    }
+    const Word w = c;
+    c = count_.load(std::memory_order_relaxed);
+    if (c == w) ++me.unlock_alone_streak;
+    else if (me.unlock_alone_streak != 0) me.unlock_alone_streak = 0;
+    return c;
   }
 
   // ---- helpers over the count ----------------------------------------------

@@ -71,11 +71,14 @@ struct alignas(64) BasicThreadRecord {
   std::int64_t read_phase_end_ns = 0;
   unsigned read_phase_rejoins = 0;
   // How many of this thread's write fast paths in a row found the count at
-  // 0 (free, nobody queued), up to kWriteGuessAfter; from there on its next
-  // one tries the compare-exchange from 0 without loading first (rwsem.h,
-  // down_write). Only the thread itself reads or writes it.
-  static constexpr std::uint8_t kWriteGuessAfter = 8;
-  std::uint8_t write_free_streak = kWriteGuessAfter;
+  // 0 (free, nobody queued), and how many of its up_write() calls in a row
+  // found its own writer word alone in the count, each up to kGuessAfter;
+  // from there on the next one compare-exchanges from that value without
+  // loading first (rwsem.h, down_write_until_ns() and up_write()). Only the
+  // thread itself reads or writes them.
+  static constexpr std::uint8_t kGuessAfter = 8;
+  std::uint8_t write_free_streak = kGuessAfter;
+  std::uint8_t unlock_alone_streak = kGuessAfter;
   // The lock this thread is releasing a read lock of, from before its
   // releasing RMW until it is done touching the lock (rwsem.h, "Lifetime"),
   // else nullptr. Written only by the thread itself; a destructor reads it
