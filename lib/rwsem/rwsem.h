@@ -452,14 +452,15 @@ class BasicRwSemaphore {
     // free count; write_free_streak). A failed guess read the count, and
     // the loop below goes on from what it read.
     Record& me = Platform::current_thread();
-    Word c = internal::writer_word<Layout, Platform>();
+    const Word w = internal::writer_word<Layout, Platform>();
+    Word c = w;
     // release pairs with the acquire of the next locker. Nothing else is
     // in the count, so there is nobody to wake.
     if (RWSEM_LIKELY(me.unlock_alone_streak >= Record::kGuessAfter) &&
         RWSEM_LIKELY(
             count_.compare_exchange_strong(c, 0, kUpWriteOrder, std::memory_order_relaxed)))
       return;
-    c = up_write_look(me, c);
+    c = up_write_look(me, w, c);
     for (;;) {
       // With waiters queued and none on its way (must_wake()), wake them
       // holding the wait lock from before the release on (see "Lifetime"
@@ -637,31 +638,32 @@ class BasicRwSemaphore {
   // The write fast path's guess of 0 failed (it read `c`), or was not made
   // (then c == 0): load if needed, steal, else queue. A failed guess is an
   // RMW that took the count's line exclusive for nothing, which under
-  // contention costs more than the load it saves, so a thread guesses again
-  // only after kGuessAfter loads in a row found the count at 0.
+  // contention costs more than the load it saves; hence the streak.
   [[gnu::noinline]] bool write_steal_or_queue(Record& me, Word w, Word c, std::int64_t deadline) {
-    if (me.write_free_streak >= Record::kGuessAfter) {
-      me.write_free_streak = 0;
-    } else {
-      c = count_.load(std::memory_order_relaxed);
-      if (c == 0) ++me.write_free_streak;
-      else if (me.write_free_streak != 0) me.write_free_streak = 0;
-    }
+    c = look_after_guess(me.write_free_streak, 0, c);
     return try_write_lock_from(w, c) || write_slowpath(w, deadline);
   }
 
-  // up_write()'s guess failed (`c` is what it read) or was not made (`c`
-  // is the caller's writer word): returns the count to release from, and
-  // keeps the streak that decides the next guess.
-  [[gnu::noinline]] Word up_write_look(Record& me, Word c) {
-    if (me.unlock_alone_streak >= Record::kGuessAfter) {
-      me.unlock_alone_streak = 0;
+  // up_write()'s guess of the caller's writer word `w` alone failed (`c`
+  // is what it read), or was not made (c == w).
+  [[gnu::noinline]] Word up_write_look(Record& me, Word w, Word c) {
+    return look_after_guess(me.unlock_alone_streak, w, c);
+  }
+
+  // A fast path that compare-exchanges from a guessed count `expected`
+  // without loading first guessed and failed (then `c` is what its
+  // compare-exchange read), or did not guess (then c == expected). Returns
+  // the count to go on from, and keeps the thread's `streak` of looks that
+  // found the count at `expected` (thread_record.h): a failed guess ends
+  // it, and only kGuessAfter such looks in a row start guessing again.
+  Word look_after_guess(std::uint8_t& streak, Word expected, Word c) {
+    if (streak >= Record::kGuessAfter) {
+      streak = 0;
       return c;
     }
-    const Word w = c;
     c = count_.load(std::memory_order_relaxed);
-    if (c == w) ++me.unlock_alone_streak;
-    else if (me.unlock_alone_streak != 0) me.unlock_alone_streak = 0;
+    if (c == expected) ++streak;
+    else if (streak != 0) streak = 0;
     return c;
   }
 
