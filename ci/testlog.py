@@ -166,7 +166,7 @@ def failure_evidence(lines, rc):
     # than the abort that followed it.
     t = running_at(lines, ASSERTION_RE)
     if t:
-        return "%s (failed an assertion, then the binary aborted)" % re.sub(r", where TypeParam.*", "", t)
+        return "%s (failed an assertion, then the binary aborted)" % t
     # A debug check that aborted outside a death test: its report says what.
     m = DEBUG_RE.search(text)
     if m:

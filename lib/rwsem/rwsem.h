@@ -302,15 +302,22 @@ namespace internal {
 // locks after the record was recycled would otherwise lock with another
 // thread's id. A thread whose owner id L cannot encode is refused loudly,
 // never truncated.
-template <class L, class P>
-typename L::Word writer_word() {
+// writer_word_of() takes the caller's record, for a caller that has it
+// already (one thread-local load, not two).
+template <class L, class R>
+typename L::Word writer_word_of(const R& me) {
   if constexpr (!L::kOwnerInCount) {
     return L::writer_word(0);
   } else {
-    const std::uint64_t id = P::current_thread().owner_id;
+    const std::uint64_t id = me.owner_id;
     if (RWSEM_UNLIKELY(!L::encodable(id))) refuse_owner_id(L::kName);
     return L::writer_word(id);
   }
+}
+template <class L, class P>
+typename L::Word writer_word() {
+  if constexpr (!L::kOwnerInCount) return L::writer_word(0);
+  else return writer_word_of<L>(P::current_thread());
 }
 
 }  // namespace internal
@@ -452,7 +459,7 @@ class BasicRwSemaphore {
     // free count; write_free_streak). A failed guess read the count, and
     // the loop below goes on from what it read.
     Record& me = Platform::current_thread();
-    const Word w = internal::writer_word<Layout, Platform>();
+    const Word w = internal::writer_word_of<Layout>(me);
     Word c = w;
     // release pairs with the acquire of the next locker. Nothing else is
     // in the count, so there is nobody to wake.
@@ -612,7 +619,8 @@ class BasicRwSemaphore {
   }
 
   bool down_write_until_ns(std::int64_t deadline) {
-    const Word w = internal::writer_word<Layout, Platform>();
+    Record& me = Platform::current_thread();
+    const Word w = internal::writer_word_of<Layout>(me);
     // The fast path is the steal (take the lock if nobody holds it and
     // HANDOFF is clear, waiters queued or not), not a compare-exchange that
     // only succeeds from 0: with waiters queued WAITERS is set, that
@@ -623,7 +631,6 @@ class BasicRwSemaphore {
     // first: uncontended, that saves the load the compare-exchange would
     // depend on. Both measured in the README, "Where the lock departs from
     // the kernel".
-    Record& me = Platform::current_thread();
     Word c = 0;
     // acquire pairs with the release of the last unlock (kWriteLockOrder).
     if (RWSEM_UNLIKELY(
