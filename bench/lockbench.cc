@@ -847,7 +847,11 @@ std::string commas(std::uint64_t x) {
   return s;
 }
 
-std::string kops_str(double k) { return commas(static_cast<std::uint64_t>(std::llround(k))); }
+// "-" for a rate or time that was not measured (NaN): llround of NaN is
+// unspecified, and printed as 9,223,372,036,854,775,808 here.
+std::string kops_str(double k) {
+  return std::isfinite(k) ? commas(static_cast<std::uint64_t>(std::llround(k))) : "-";
+}
 
 std::string fixed(double x, int prec) {
   if (std::isnan(x)) return "-";
@@ -894,9 +898,12 @@ std::string role_line(const RunResult& r, char c) {
   const Waits& w = r.waits.at(c);
   std::ostringstream os;
   os << pad(std::to_string(s.n), 3) << " " << role_name(c, true)
-     << ", Iterations Min/Mean/Max = " << mmm(s) << ", wait p50/p99/p99.9 = " << kops_str(w.p50)
-     << "/" << kops_str(w.p99) << "/" << kops_str(w.p999) << " ns (" << commas(w.samples)
-     << " samples), CPU time Min/Max " << fixed(r.cpu_min_max(c), 2);
+     << ", Iterations Min/Mean/Max = " << mmm(s);
+  if (w.samples)
+    os << ", wait p50/p99/p99.9 = " << kops_str(w.p50) << "/" << kops_str(w.p99) << "/"
+       << kops_str(w.p999) << " ns (" << commas(w.samples) << " samples)";
+  else os << ", wait: no acquisition sampled";
+  os << ", CPU time Min/Max " << fixed(r.cpu_min_max(c), 2);
   return os.str();
 }
 
