@@ -38,6 +38,10 @@
   X(opt_handoff_stop, "spins stopped because a waiter is owed the lock")     \
   X(wlock_handoff_timer, "queued writers woken by their handoff deadline")   \
   X(wlock_poll, "looks at its wait state by a queued writer before parking") \
+  X(wlock_guess_miss, "write locks whose guess of a free count failed")      \
+  X(wlock_look, "write locks that loaded the count instead of guessing")     \
+  X(wunlock_guess_miss, "write unlocks whose guess of a lone writer failed") \
+  X(wunlock_look, "write unlocks that loaded the count instead of guessing") \
   X(destroy_wait_unlocker, "destructor waits for an up_read() still inside") \
   X(destroy_wait_queue, "destructor waits for an unlocker holding the wait lock")
 
@@ -83,5 +87,13 @@ void lock_event_add(LockEvent e, std::uint64_t n);
   } while (0)
 #endif
 #define RWSEM_EVENT_INC(name) RWSEM_EVENT_ADD(name, 1)
+// The same, for an event the caller holds as a LockEvent value.
+#if defined(RWSEM_LOCK_EVENTS)
+#define RWSEM_EVENT_INC_VALUE(e) ::rwsem::internal::lock_event_add((e), 1)
+#else
+#define RWSEM_EVENT_INC_VALUE(e) \
+  do {                           \
+  } while (0)
+#endif
 
 #endif  // RWSEM_LIB_LOCK_EVENTS_H_

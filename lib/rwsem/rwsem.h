@@ -647,14 +647,16 @@ class BasicRwSemaphore {
   // RMW that took the count's line exclusive for nothing, which under
   // contention costs more than the load it saves; hence the streak.
   [[gnu::noinline]] bool write_steal_or_queue(Record& me, Word w, Word c, std::int64_t deadline) {
-    c = look_after_guess(me.write_free_streak, 0, c);
+    c = look_after_guess(me.write_free_streak, 0, c, LockEvent::wlock_guess_miss,
+                         LockEvent::wlock_look);
     return try_write_lock_from(w, c) || write_slowpath(w, deadline);
   }
 
   // up_write()'s guess of the caller's writer word `w` alone failed (`c`
   // is what it read), or was not made (c == w).
   [[gnu::noinline]] Word up_write_look(Record& me, Word w, Word c) {
-    return look_after_guess(me.unlock_alone_streak, w, c);
+    return look_after_guess(me.unlock_alone_streak, w, c, LockEvent::wunlock_guess_miss,
+                            LockEvent::wunlock_look);
   }
 
   // A fast path that compare-exchanges from a guessed count `expected`
@@ -663,11 +665,16 @@ class BasicRwSemaphore {
   // the count to go on from, and keeps the thread's `streak` of looks that
   // found the count at `expected` (thread_record.h): a failed guess ends
   // it, and only kGuessAfter such looks in a row start guessing again.
-  Word look_after_guess(std::uint8_t& streak, Word expected, Word c) {
+  // Counts the failed guess as `missed`, the look as `looked`: the lock
+  // events are how the corpus sees the rule, which no outcome shows.
+  Word look_after_guess(std::uint8_t& streak, Word expected, Word c,
+                        [[maybe_unused]] LockEvent missed, [[maybe_unused]] LockEvent looked) {
     if (streak >= Record::kGuessAfter) {
+      RWSEM_EVENT_INC_VALUE(missed);
       streak = 0;
       return c;
     }
+    RWSEM_EVENT_INC_VALUE(looked);
     c = count_.load(std::memory_order_relaxed);
     if (c == expected) ++streak;
     else if (streak != 0) streak = 0;
