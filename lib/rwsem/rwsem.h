@@ -437,9 +437,9 @@ class BasicRwSemaphore {
   void down_write() { down_write_until_ns(arch::kNoDeadline); }
 
   [[nodiscard]] bool down_write_trylock() {
-    const Word w = internal::writer_word<Layout, Platform>();
-    if (!try_write_lock_unqueued(w)) return false;
-    set_owner();
+    const Record& me = Platform::current_thread();
+    if (!try_write_lock_unqueued(internal::writer_word_of<Layout>(me))) return false;
+    set_owner(me);
     return true;
   }
 
@@ -638,7 +638,7 @@ class BasicRwSemaphore {
             !count_.compare_exchange_strong(c, w, kWriteLockOrder, std::memory_order_relaxed)) &&
         !write_steal_or_queue(me, w, c, deadline))
       return false;
-    set_owner();
+    set_owner(me);
     return true;
   }
 
@@ -1475,15 +1475,15 @@ class BasicRwSemaphore {
   // that a spinner dereferences an initialised record; the rest is relaxed.
   static constexpr std::uintptr_t kNonSpinnable = 1;
 
-  void set_owner() {
+  // `me` is the caller's record (the new owner's).
+  void set_owner(const Record& me) {
     if constexpr (Layout::kOwnerInCount) {
       if (owner_.load(std::memory_order_relaxed) != 0) owner_.store(0, std::memory_order_relaxed);
     } else {
       // release (kOwnerStoreOrder): publishes our initialised thread record
       // to spinners, which load owner_ with kOwnerLoadOrder (thread_record.h,
       // "Publication").
-      owner_.store(static_cast<std::uintptr_t>(Platform::current_thread().owner_id << 1),
-                   kOwnerStoreOrder);
+      owner_.store(static_cast<std::uintptr_t>(me.owner_id << 1), kOwnerStoreOrder);
     }
   }
   void clear_owner() {
