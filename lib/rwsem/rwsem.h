@@ -134,7 +134,7 @@
 // Invariant W: WOKEN is set  <=>  the first waiter has been woken to
 // retry (a writer, or a reader woken to retry: next section) and its state
 // is kWoken. Both change together, with the wait lock held:
-//   set:   mark_wake() waking the first waiter to retry (wake(), fetch_or);
+//   set:   mark_wake() waking the first waiter to retry (wake(), set_woken());
 //   clear: that waiter's retry (try_write_lock(), try_read_lock_queued()),
 //          in the same compare-exchange that takes the lock, claims
 //          HANDOFF, or only observes it held; or mark_wake() granting the
@@ -771,12 +771,7 @@ class BasicRwSemaphore {
     const bool any = type == WakeType::kAny || type == WakeType::kWriterUnlock;
     if (!first->is_reader() && !(any && overdue_reader_behind(first))) {
       if (any && wakes.wake(first)) {
-        // W: until this writer retries, unlocks need not wake anyone
-        // (must_wake()). relaxed: the writer's retry reads the count under
-        // the wait lock; an unlock uses the bit only to skip a wake-up that
-        // the retry makes unnecessary (it sees the lock as the unlock left
-        // it: both are RMWs of the count).
-        count_.fetch_or(Layout::kWoken, std::memory_order_relaxed);
+        set_woken();
         RWSEM_EVENT_INC(wake_writer);
       }
       return;
@@ -789,8 +784,7 @@ class BasicRwSemaphore {
       if (first->state.load(std::memory_order_relaxed) == internal::kWaiting) {
         first->retry = true;  // before wake()'s release store of kWoken
         wakes.wake(first);
-        // W, as for a writer above.
-        count_.fetch_or(Layout::kWoken, std::memory_order_relaxed);
+        set_woken();
         RWSEM_EVENT_INC(wake_reader_retry);
       }
       return;
@@ -859,6 +853,15 @@ class BasicRwSemaphore {
       wakes.wake(granted);
       granted = next;
     }
+  }
+
+  // W: mark_wake() has just woken the first waiter to retry; until it
+  // retries, unlocks need not wake anyone (must_wake()). relaxed: the
+  // retry reads the count under the wait lock; an unlock uses the bit only
+  // to skip a wake-up that the retry makes unnecessary (it sees the lock as
+  // the unlock left it: both are RMWs of the count).
+  void set_woken() RWSEM_REQUIRES(wait_lock_) {
+    count_.fetch_or(Layout::kWoken, std::memory_order_relaxed);
   }
 
   // Has `w` waited its handoff timeout at `now` (on the handoff clock)?
