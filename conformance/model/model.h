@@ -283,6 +283,11 @@ class Atomic {
 
   Location& location() const { return loc_; }
 
+  // A check's look between two steps of the threads: the newest value in
+  // the modification order (a store still in its thread's buffer is not
+  // there yet). No thread's access, so neither checked nor recorded.
+  T peek() const { return value(loc_.newest().value); }
+
  private:
   static std::uint64_t bits(T v) {
     std::uint64_t b = 0;

@@ -543,6 +543,12 @@ std::string hex_word(std::uint64_t v) {
 //    checked against the count's newest value (`count`, kept by the
 //    count's watch). A HANDOFF left behind by a waiter that leaves, or
 //    cleared under a waiter that still owns it, fails at that release.
+//  - rwsem, invariant W of rwsem.h: WOKEN is set in the count exactly when
+//    the queue's first waiter has been woken to retry and has not retried
+//    (its state kWoken while queued). The waker and the retry change both
+//    with the wait lock held. A waker that forgets the bit is correct but
+//    makes every unlock until the retry take the wait lock for nothing, a
+//    cost no outcome shows; this is what catches it.
 //  - mutex: `first_`, the hint is_first() reads without the wait lock, is
 //    a copy of the list's head, and both are stored under the wait lock. A
 //    hint left stale when the head changes keeps the new first waiter from
@@ -569,6 +575,12 @@ void watch_wait_lock_invariants(Execution& x, T& lock, const std::uint64_t& coun
       MC_CHECK(bit == owned, std::string("the wait lock was released with HANDOFF ") +
                                  (bit ? "set" : "clear") + " but the first waiter " +
                                  (owned ? "owning it" : "not owning it") + " (invariant H)");
+      const bool woken_bit = B::has_woken_waiter(static_cast<typename T::Word>(count));
+      const bool woken = testing::Peer::first_waiter_woken(lock);
+      MC_CHECK(woken_bit == woken, std::string("the wait lock was released with WOKEN ") +
+                                       (woken_bit ? "set" : "clear") + " but the first waiter " +
+                                       (woken ? "woken to retry" : "not woken to retry") +
+                                       " (invariant W)");
     });
   } else if constexpr (std::is_same_v<T, ModelMutex>) {
     testing::MutexPeer::for_each_word(lock, find);

@@ -51,6 +51,14 @@ auto peek(const F& f) {
   }
 }
 
+// The same for an atomic field: natively its relaxed load; under a model
+// checker (whose atomics are not std::atomic) the newest value in its
+// modification order, again no thread's access.
+template <class T>
+T peek(const std::atomic<T>& a) {
+  return a.load(std::memory_order_relaxed);
+}
+
 // Raw access to a BasicRwSemaphore's count and wait queue.
 struct Peer {
   template <class L, class P>
@@ -140,6 +148,13 @@ struct Peer {
   static bool first_waiter_owns_handoff(BasicRwSemaphore<L, P>& s) {
     const auto* first = first_waiter(s);
     return first != nullptr && peek(first->handoff_set);
+  }
+  // Has the first waiter been woken to retry (its state kWoken while it is
+  // still queued: granted readers leave the queue before they are woken)?
+  template <class L, class P>
+  static bool first_waiter_woken(BasicRwSemaphore<L, P>& s) {
+    const auto* first = first_waiter(s);
+    return first != nullptr && peek(first->state) == internal::kWoken;
   }
   template <class L, class P>
   static std::size_t queue_length(BasicRwSemaphore<L, P>& s) {
