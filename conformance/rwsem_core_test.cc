@@ -179,8 +179,8 @@ TYPED_TEST(RwsemCore, OwnerIdRoundTripsAndIsCachedPerThread) {
   const std::uint64_t me = rwsem::internal::current_thread().owner_id;
   ASSERT_NE(me, 0u);
   EXPECT_EQ(rwsem::internal::thread_from_owner_id<Native>(me), &rwsem::internal::current_thread());
-  EXPECT_EQ((rwsem::internal::writer_word<L, Native>()),
-            (rwsem::internal::writer_word<L, Native>()));
+  EXPECT_EQ(rwsem::internal::writer_word_of<L>(rwsem::internal::current_thread()),
+            rwsem::internal::writer_word_of<L>(rwsem::internal::current_thread()));
   sem.down_write();
   EXPECT_EQ(sem.owner_id(), me) << sem.describe();
   if (L::kOwnerInCount) {

@@ -295,15 +295,13 @@ namespace internal {
   debug_fail("this thread's owner id does not fit the count layout", nullptr, std::string(layout));
 }
 
-// The calling thread's write-lock word for layout L on platform P. The
-// kernel caches it per task ("cached writer lock word"); here it is derived
-// from the thread's record on every call (one thread-local load and a
-// shift), so it can never outlive the record: a thread_local destructor that
-// locks after the record was recycled would otherwise lock with another
-// thread's id. A thread whose owner id L cannot encode is refused loudly,
-// never truncated.
-// writer_word_of() takes the caller's record, for a caller that has it
-// already (one thread-local load, not two).
+// The write-lock word for layout L of the thread whose record is `me` (the
+// caller's, which it has loaded already: one thread-local load per lock
+// path). The kernel caches it per task ("cached writer lock word"); here it
+// is derived from the record on every call (a shift), so it can never
+// outlive the record: a thread_local destructor that locks after the
+// record was recycled would otherwise lock with another thread's id. A
+// thread whose owner id L cannot encode is refused loudly, never truncated.
 template <class L, class R>
 typename L::Word writer_word_of(const R& me) {
   if constexpr (!L::kOwnerInCount) {
@@ -313,11 +311,6 @@ typename L::Word writer_word_of(const R& me) {
     if (RWSEM_UNLIKELY(!L::encodable(id))) refuse_owner_id(L::kName);
     return L::writer_word(id);
   }
-}
-template <class L, class P>
-typename L::Word writer_word() {
-  if constexpr (!L::kOwnerInCount) return L::writer_word(0);
-  else return writer_word_of<L>(P::current_thread());
 }
 
 }  // namespace internal
@@ -675,6 +668,9 @@ class BasicRwSemaphore {
       return c;
     }
     RWSEM_EVENT_INC_VALUE(looked);
+    // relaxed: only a value to go on from; the caller's compare-exchange,
+    // which takes the lock (kWriteLockOrder) or releases it (kUpWriteOrder),
+    // orders, and re-reads the count if this one is stale.
     c = count_.load(std::memory_order_relaxed);
     if (c == expected) ++streak;
     else if (streak != 0) streak = 0;
