@@ -507,14 +507,14 @@ void late_lock_scenario(bool cache_writer_word_first) {
       sem.down_read();    // takes a record, caches no writer word
       sem.up_read();
     }
-    t_id.store(rwsem::internal::current_thread().owner_id);
+    t_id.store(rwsem::internal::current_thread().owner_id());
   });  // exits: RecordReturner, then ~LateLocker write-locks sem
   ASSERT_TRUE(eventually(sem, [] { return g_late_phase.load() == 1; },
                          "the thread_local destructor holding the lock"));
   std::uint64_t u_id = 0, owner = 0;
   bool u_trylock = false;
   std::thread u([&] {
-    u_id = rwsem::internal::current_thread().owner_id;  // the pool's last returned record
+    u_id = rwsem::internal::current_thread().owner_id();  // the pool's last returned record
     owner = sem.owner_id();
     u_trylock = sem.down_write_trylock();
     if (u_trylock) sem.up_write();

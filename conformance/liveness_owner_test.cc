@@ -739,7 +739,7 @@ void owner_hint_handover(bool spin) {
   std::atomic<std::uint64_t> samples{0}, bad_zero{0}, bad_a{0}, bad_other{0}, stale_a{0};
   ThreadGroup g;
   g.spawn([&] {
-    a_id = rwsem::internal::current_thread().owner_id;
+    a_id = rwsem::internal::current_thread().owner_id();
     sem.down_write();
     a_holding = true;
     while (!go_a.load()) nap(100us);
@@ -748,7 +748,7 @@ void owner_hint_handover(bool spin) {
   });
   ASSERT_TRUE(eventually(sem, [&] { return a_holding.load(); }, "A holds the lock"));
   g.spawn([&] {
-    b_id = rwsem::internal::current_thread().owner_id;
+    b_id = rwsem::internal::current_thread().owner_id();
     sem.down_write();
     b_self = sem.owner_id();
     b_holding = true;

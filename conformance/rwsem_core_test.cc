@@ -176,7 +176,7 @@ TYPED_TEST(RwsemCore, WaitersReportsTheQueueFrontFirst) {
 TYPED_TEST(RwsemCore, OwnerIdRoundTripsAndIsCachedPerThread) {
   using L = TypeParam;
   typename TestFixture::Lock sem;
-  const std::uint64_t me = rwsem::internal::current_thread().owner_id;
+  const std::uint64_t me = rwsem::internal::current_thread().owner_id();
   ASSERT_NE(me, 0u);
   EXPECT_EQ(rwsem::internal::thread_from_owner_id<Native>(me), &rwsem::internal::current_thread());
   EXPECT_EQ(rwsem::internal::writer_word_of<L>(rwsem::internal::current_thread()),
@@ -192,7 +192,7 @@ TYPED_TEST(RwsemCore, OwnerIdRoundTripsAndIsCachedPerThread) {
   // Another thread has another id, and it too round-trips.
   std::uint64_t other = 0, seen = 0;
   std::thread([&] {
-    other = rwsem::internal::current_thread().owner_id;
+    other = rwsem::internal::current_thread().owner_id();
     sem.down_write();
     seen = sem.owner_id();
     sem.up_write();

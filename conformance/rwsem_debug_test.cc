@@ -307,7 +307,7 @@ TEST(RwsemOwnerId, UnencodableOwnerIdFailsLoudly) {
   if (!kLayoutBuildsHere<TinyOwnerLayout>)
     GTEST_SKIP() << "the merged layout does not build on " << rwsem::arch::kTarget.name
                  << " (no lock-free 64-bit atomics)";
-  ASSERT_GE(rwsem::internal::current_thread().owner_id, 1u << 8);
+  ASSERT_GE(rwsem::internal::current_thread().owner_id(), 1u << 8);
   EXPECT_DEATH(
       {
         TinyOwnerSem sem;

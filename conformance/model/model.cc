@@ -399,7 +399,6 @@ class Explorer {
       r->~Record();
       rebuilding = false;
       new (r) Record();
-      r->owner_id = reinterpret_cast<std::uintptr_t>(r) >> internal::kOwnerIdShift;
       r->tid = static_cast<std::uint32_t>(cur);
       t.record = r;
       t.record_epoch = t.clk.c[cur];

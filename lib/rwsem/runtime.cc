@@ -221,7 +221,6 @@ ThreadRecord& current_thread_slow() {
     std::abort();
   }
   r->tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
-  r->owner_id = id;
   r->parked.store(false, std::memory_order_relaxed);
   r->sleep.store(ThreadRecord::kAwake, std::memory_order_relaxed);
   if (pthread_setspecific(pool.key(), r) != 0) {
@@ -328,7 +327,7 @@ void debug_fail(const char* what, const void* lock, const std::string& decoded_s
                "rwsem DEBUG: %s\n  lock:   %p\n  count:  %s\n  thread: tid %ld "
                "(owner id 0x%llx)\n",
                what, lock, decoded_state.c_str(), static_cast<long>(syscall(SYS_gettid)),
-               static_cast<unsigned long long>(current_thread().owner_id));
+               static_cast<unsigned long long>(current_thread().owner_id()));
   std::fflush(stderr);
   std::abort();
 }

@@ -297,17 +297,21 @@ namespace internal {
 
 // The write-lock word for layout L of the thread whose record is `me` (the
 // caller's, which it has loaded already: one thread-local load per lock
-// path). The kernel caches it per task ("cached writer lock word"); here it
-// is derived from the record on every call (a shift), so it can never
-// outlive the record: a thread_local destructor that locks after the
-// record was recycled would otherwise lock with another thread's id. A
-// thread whose owner id L cannot encode is refused loudly, never truncated.
+// path). The kernel compresses the task pointer into it with a shift
+// (rwsem_owner_count(current), "Merge owner into count on x86-64") and
+// computes it once per acquisition ("Remove redundant computation of writer
+// lock word"); here it is likewise derived from the record's address, on
+// every call (shifts, no load, so nothing sits between the thread-local
+// load and the compare-exchange), and it can never outlive the record: a
+// thread_local destructor that locks after the record was recycled would
+// otherwise lock with another thread's id. A thread whose owner id L
+// cannot encode is refused loudly, never truncated.
 template <class L, class R>
 typename L::Word writer_word_of(const R& me) {
   if constexpr (!L::kOwnerInCount) {
     return L::writer_word(0);
   } else {
-    const std::uint64_t id = me.owner_id;
+    const std::uint64_t id = me.owner_id();
     if (RWSEM_UNLIKELY(!L::encodable(id))) refuse_owner_id(L::kName);
     return L::writer_word(id);
   }
@@ -1453,7 +1457,7 @@ class BasicRwSemaphore {
                               : "downgrade_write on a rwsem that is not "
                                 "write-locked",
                  c);
-    if (owner_of(c) != Platform::current_thread().owner_id)
+    if (owner_of(c) != Platform::current_thread().owner_id())
       debug_fail(op[0] == 'u' ? "up_write by a thread that is not the owner"
                               : "downgrade_write by a thread that is not the "
                                 "owner",
@@ -1482,7 +1486,7 @@ class BasicRwSemaphore {
       // release (kOwnerStoreOrder): publishes our initialised thread record
       // to spinners, which load owner_ with kOwnerLoadOrder (thread_record.h,
       // "Publication").
-      owner_.store(static_cast<std::uintptr_t>(me.owner_id << 1), kOwnerStoreOrder);
+      owner_.store(static_cast<std::uintptr_t>(me.owner_id() << 1), kOwnerStoreOrder);
     }
   }
   void clear_owner() {

@@ -53,7 +53,13 @@ inline constexpr int kOwnerIdShift = 6;
 
 template <class P>
 struct alignas(64) BasicThreadRecord {
-  std::uint64_t owner_id = 0;  // address >> kOwnerIdShift; never 0
+  // The thread's owner id: the record's address >> kOwnerIdShift (never 0;
+  // thread_from_owner_id() inverts it). Computed, not stored: a lock path
+  // has the record's address in a register already (writer_word_of() in
+  // rwsem.h).
+  std::uint64_t owner_id() const {
+    return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(this)) >> kOwnerIdShift;
+  }
   std::uint32_t tid = 0;       // kernel thread id, for diagnostics
   // True while the thread sleeps in one of our futex waits. relaxed: a hint
   // for spinners, which re-check the lock word anyway.
@@ -86,7 +92,7 @@ struct alignas(64) BasicThreadRecord {
   typename P::template Atomic<const void*> unlocking{nullptr};
 };
 
-// The record an owner id names. Round-trips with BasicThreadRecord::owner_id.
+// The record an owner id names. Round-trips with BasicThreadRecord::owner_id().
 template <class P>
 inline BasicThreadRecord<P>* thread_from_owner_id(std::uint64_t id) {
   return reinterpret_cast<BasicThreadRecord<P>*>(static_cast<std::uintptr_t>(id << kOwnerIdShift));
