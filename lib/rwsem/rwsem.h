@@ -815,15 +815,23 @@ class BasicRwSemaphore {
     }
 
     // Take up to kMaxReadersWakeup readers off the queue, skipping writers
-    // (patch 6). They are told only after their biases are in the count.
+    // (patch 6), in queue order: they are woken in that order, longest
+    // waiting first, as the kernel's wake_q does. They are told only after
+    // their biases are in the count.
     int woken = 0;
     Waiter* granted = nullptr;
+    Waiter* last_granted = nullptr;
     for (Waiter* w = first; w != nullptr && woken < kMaxReadersWakeup;) {
       Waiter* next = queue_.after(w);
       if (w->is_reader()) {
         queue_.remove(w);
-        w->wake_next = granted;
-        granted = w;
+        w->wake_next = nullptr;
+        if (last_granted != nullptr) {
+          last_granted->wake_next = w;
+        } else {
+          granted = w;
+        }
+        last_granted = w;
         ++woken;
       }
       w = next;
